@@ -1,0 +1,1 @@
+"""Offline benchmarks for teamgraph and its baselines (`python -m bench [--quick]`)."""

@@ -1,0 +1,70 @@
+"""Build the team's StateGraph: router -> leader / role nodes -> router."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph._internal._constants import CONFIG_KEY_DURABILITY
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import RetryPolicy, Send
+
+from teamgraph.graph.router import make_router
+from teamgraph.nodes.agent_step import make_generic_member_node, make_step_node
+from teamgraph.runtime import TeamRuntime
+from teamgraph.state import TeamInput, TeamState
+
+ROUTER = "router"
+LEADER_NODE = "leader"
+GENERIC_MEMBER_NODE = "member"
+
+# NOTE: a team run takes one superstep per step of the busiest agent, far more
+# than LangGraph's default limit of 25.
+RECURSION_LIMIT = 100_000
+
+
+def node_name(role_id: str, *, leader: bool) -> str:
+    """The graph node that runs agents of ``role_id``."""
+    return LEADER_NODE if leader else role_id
+
+
+def build_team_graph(runtime: TeamRuntime, *, checkpointer: Any = None) -> CompiledStateGraph:
+    """Compile the team graph.
+
+    Args:
+        runtime: The team runtime (roles known now become nodes).
+        checkpointer: A LangGraph checkpointer, or None (e.g. for ``langgraph dev``).
+
+    Returns:
+        The compiled graph, set to checkpoint every superstep synchronously.
+    """
+    builder = StateGraph(TeamState, input_schema=TeamInput, output_schema=TeamState)
+    builder.add_node(ROUTER, make_router(runtime))
+    builder.add_edge(START, ROUTER)
+
+    nodes: dict[str, str] = {}
+    for role in runtime.roles.values():
+        name = node_name(role.id, leader=role.is_leader)
+        # NOTE: the leader's transient provider errors are retried here; a member's
+        # last failure marks it failed instead (nodes/agent_step.py).
+        retry = RetryPolicy(max_attempts=3) if role.is_leader else None
+        builder.add_node(name, make_step_node(runtime, role), retry_policy=retry)
+        builder.add_edge(name, ROUTER)
+        nodes[role.id] = name
+    builder.add_node(GENERIC_MEMBER_NODE, make_generic_member_node(runtime))
+    builder.add_edge(GENERIC_MEMBER_NODE, ROUTER)
+
+    def route(state: dict[str, Any]) -> list[Send] | str:
+        agents = state["agents"]
+        sends = [
+            Send(nodes.get(agents[name]["role"], GENERIC_MEMBER_NODE), {"agent": name})
+            for name in state["team"]["scheduled"]
+        ]
+        return sends or END
+
+    builder.add_conditional_edges(ROUTER, route, [*nodes.values(), GENERIC_MEMBER_NODE, END])
+    graph = builder.compile(checkpointer=checkpointer, name="teamgraph")
+    return graph.with_config(
+        recursion_limit=RECURSION_LIMIT,
+        configurable={CONFIG_KEY_DURABILITY: "sync"},
+    )

@@ -1,0 +1,431 @@
+"""The router: the team's post office and scheduler.
+
+Between two supersteps the router applies every effect the agents' steps asked
+for, in one deterministic order, then decides who runs next. It is plain code,
+no model. Delivery, answers, time-outs of waits and deadlock breaking live here
+and nowhere else.
+
+Terms:
+    inbox: messages that reached an agent but are not in its history yet. A busy
+        agent gets them after its tool results (inline); an idle one starts a
+        new turn; an agent with an open tool call gets them once the call is
+        answered (a tool call and its result must stay adjacent).
+    wait: an open (deferred) tool call of an agent, answered later by the router.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
+
+from teamgraph.messaging import effects, envelopes
+from teamgraph.messaging.envelopes import LEADER, clip
+from teamgraph.protocols import requests as tracker
+from teamgraph.roles import LEADER_ROLE_ID
+from teamgraph.runtime import TeamRuntime
+
+RUNNING, IDLE, WAITING, STOPPED = "running", "idle", "waiting", "stopped"
+TERMINATED, SHUTDOWN, FAILED = "terminated", "shutdown", "failed"
+ENDED = frozenset({TERMINATED, SHUTDOWN, FAILED})
+"""Statuses of an agent that will never run again."""
+
+
+def new_agent(name: str, role_id: str, *, index: int, created_by: str | None, now: str) -> dict[str, Any]:
+    """A fresh registry record."""
+    return {
+        "name": name,
+        "role": role_id,
+        "status": IDLE,
+        "index": index,
+        "turn": 0,
+        "steps": 0,
+        "turn_steps": 0,
+        "tool_calls": 0,
+        "last_tick": -1,
+        "waits": {},
+        "inbox": [],
+        "created_by": created_by,
+        "created_at": now,
+        "last_action": "created",
+        "task": None,
+    }
+
+
+class RouterPass:
+    """One router run: reads the state once, collects every change, returns them."""
+
+    def __init__(self, runtime: TeamRuntime, state: dict[str, Any]) -> None:
+        self.runtime = runtime
+        self.policy = runtime.policy
+        self.now = runtime.now()
+        self.agents: dict[str, dict[str, Any]] = {
+            name: {**rec, "waits": dict(rec["waits"]), "inbox": list(rec["inbox"])}
+            for name, rec in state.get("agents", {}).items()
+        }
+        team = state.get("team", {})
+        self.team: dict[str, Any] = {
+            **team,
+            "counters": dict(team.get("counters", {})),
+            "instances": dict(team.get("instances", {})),
+        }
+        self._requests: dict[str, dict[str, Any]] = state.get("requests", {})
+        self.changed_requests: dict[str, dict[str, Any]] = {}
+        self.appends: dict[str, list[AnyMessage]] = defaultdict(list)
+        self.replies: list[AnyMessage] = []
+        self._user_messages: list[AnyMessage] = state.get("messages", [])
+        self._outbox: list[dict[str, Any]] = state.get("outbox", [])
+
+    # -- bookkeeping -------------------------------------------------------
+
+    def next_id(self, counter: str) -> int:
+        counters = self.team["counters"]
+        counters[counter] = counters.get(counter, 0) + 1
+        return counters[counter]
+
+    def request(self, request_id: str) -> dict[str, Any] | None:
+        return self.changed_requests.get(request_id) or self._requests.get(request_id)
+
+    def pending_requests(self) -> list[dict[str, Any]]:
+        merged = {**self._requests, **self.changed_requests}
+        return [r for r in merged.values() if tracker.is_pending(r)]
+
+    def save(self, record: dict[str, Any]) -> None:
+        self.changed_requests[record["id"]] = record
+
+    # -- the pass ----------------------------------------------------------
+
+    def run(self) -> dict[str, Any]:
+        """Apply user input and effects, settle the team, schedule the next steps."""
+        self.ensure_leader()
+        self.take_user_input()
+        order = {name: rec["index"] for name, rec in self.agents.items()}
+        for effect in sorted(self._outbox, key=lambda e: order.get(e["agent"], len(order))):
+            getattr(self, f"on_{effect['kind']}")(effect)
+        self.settle()
+        return self.updates(self.schedule())
+
+    def ensure_leader(self) -> None:
+        if LEADER not in self.agents:
+            self.agents[LEADER] = new_agent(LEADER, LEADER_ROLE_ID, index=0, created_by=None, now=self.now)
+
+    def take_user_input(self) -> None:
+        seen = self.team.get("user_seen", 0)
+        for message in self._user_messages[seen:]:
+            if isinstance(message, HumanMessage):
+                self.post(LEADER, message.text, sender="user")
+        self.team["user_seen"] = len(self._user_messages)
+
+    def schedule(self) -> list[str]:
+        """Pick the runnable agents for the next superstep (longest-waiting first)."""
+        runnable = [rec for rec in self.agents.values() if rec["status"] == RUNNING]
+        runnable.sort(key=lambda rec: (rec["last_tick"], rec["index"]))
+        chosen = [rec["name"] for rec in runnable[: self.policy.max_parallel]]
+        tick = self.team.get("tick", 0) + 1
+        self.team["tick"] = tick
+        for name in chosen:
+            self.agents[name]["last_tick"] = tick
+        return chosen
+
+    def updates(self, scheduled: list[str]) -> dict[str, Any]:
+        self.team["scheduled"] = scheduled
+        out: dict[str, Any] = {"agents": self.agents, "team": self.team}
+        if self.appends:
+            out["histories"] = dict(self.appends)
+        if self.changed_requests:
+            out["requests"] = self.changed_requests
+        if self.replies:
+            out["messages"] = self.replies
+        return out
+
+    # -- delivery ----------------------------------------------------------
+
+    def post(self, to: str, text: str, *, sender: str, wake: bool = True) -> None:
+        """Put a message in ``to``'s inbox, or bounce it to the sender if ``to`` is gone."""
+        record = self.agents.get(to)
+        if record is None or record["status"] in ENDED:
+            status = record["status"] if record else "unknown"
+            if sender in self.agents and sender != to and self.agents[sender]["status"] not in ENDED:
+                self.post(
+                    sender,
+                    envelopes.notice(f"Not delivered: {to} is {status}. Your message: {clip(text, 200)}"),
+                    sender="router",
+                )
+            return
+        record["inbox"].append({"text": text, "from": sender, "wake": wake})
+
+    def flush(self, name: str) -> None:
+        """Move the inbox into the history: inline if busy, as a new turn if idle."""
+        record = self.agents[name]
+        if not record["inbox"] or record["waits"] or record["status"] in ENDED:
+            return
+        if record["status"] != RUNNING:
+            if not any(m["wake"] for m in record["inbox"]):
+                return
+            record.update(status=RUNNING, turn=record["turn"] + 1, turn_steps=0)
+        texts = [m["text"] for m in record["inbox"]]
+        record["inbox"] = []
+        self.appends[name].append(envelopes.as_message(texts))
+
+    def answer_wait(self, name: str, call_id: str, content: str) -> None:
+        """Close an open tool call of ``name`` with ``content`` as its result."""
+        record = self.agents.get(name)
+        wait = record["waits"].pop(call_id, None) if record else None
+        if wait is None:
+            return
+        self.appends[name].append(ToolMessage(content=content, tool_call_id=call_id, name=wait["tool"]))
+        if not record["waits"] and record["status"] == WAITING:
+            record["status"] = RUNNING
+
+    def close_request(self, record: dict[str, Any], content: str, *, status: str) -> None:
+        """Close a request and give its answer to the asker's waiting tool call."""
+        self.save(tracker.close(record, status=status, answer=content, closed_at=self.now))
+        if record.get("call_id"):
+            self.answer_wait(record["from"], record["call_id"], content)
+
+    # -- effects -------------------------------------------------------------
+
+    def on_spawn(self, effect: dict[str, Any]) -> None:
+        role = self.runtime.roles[effect["role"]]
+        taken = self.team["instances"].get(role.id, 0)
+        name = effect["name"]
+        if name in self.agents:  # NOTE: two agents spawned the same role in one superstep
+            name = f"{role.name}_{taken + 1}"
+        number = int(name.rsplit("_", 1)[1])
+        self.team["instances"][role.id] = max(taken, number)
+        record = new_agent(name, role.id, index=len(self.agents), created_by=effect["agent"], now=self.now)
+        record["task"] = clip(effect["task"], 200) if effect["task"] else None
+        self.agents[name] = record
+        if name != effect["name"]:
+            self.post(effect["agent"], envelopes.notice(f"{effect['name']} was taken; the new member is {name}."), sender="router", wake=False)
+        if effect["task"]:
+            self.post(name, envelopes.task(effect["agent"], effect["task"]), sender=effect["agent"])
+
+    def on_deliver(self, effect: dict[str, Any]) -> None:
+        render = envelopes.task if effect["type"] == "task" else envelopes.message
+        self.post(effect["to"], render(effect["agent"], effect["body"]), sender=effect["agent"])
+
+    def on_ask(self, effect: dict[str, Any]) -> None:
+        asker, target = effect["agent"], effect["to"]
+        record = tracker.new_request(
+            self.team["counters"],
+            kind=effect["request_kind"],
+            sender=asker,
+            receiver=target,
+            body=effect["question"],
+            opened_at=self.now,
+            call_id=effect["call_id"],
+            tool=effect["tool"],
+            reply_via=effect["reply_via"],
+        )
+        self.save(record)
+        rid = record["id"]
+        self.agents[asker]["waits"][effect["call_id"]] = {
+            "tool": effect["tool"], "on": target, "request": rid, "seq": self.next_id("wait"),
+        }
+        if target == LEADER and self.take_output_wait(LEADER, asker, f"{asker} asked you a question instead (id {rid}): {effect['question']}\nAnswer it with answer_sub_agent_question."):
+            return
+        answer_with = {
+            (effects.ASK_MASTER, "tool"): "answer_sub_agent_question",
+            (effects.QUESTION, "tool"): "answer_other_agent",
+            (effects.QUESTION, "output"): "your next reply (or answer_other_agent)",
+        }[(effect["request_kind"], effect["reply_via"])]
+        self.post(target, envelopes.question(asker, rid, effect["question"], answer_with=answer_with), sender=asker)
+        if asker != LEADER and target != LEADER:
+            note = envelopes.notice(f"{asker} asked {target} ({rid}): {clip(effect['question'])}")
+            self.post(LEADER, note, sender="router", wake=False)
+
+    def on_answer(self, effect: dict[str, Any]) -> None:
+        record = self.request(effect["request_id"])
+        if tracker.is_pending(record):
+            self.close_request(record, effect["answer"], status=tracker.ANSWERED)
+
+    def on_wait_output(self, effect: dict[str, Any]) -> None:
+        self.agents[effect["agent"]]["waits"][effect["call_id"]] = {
+            "tool": effect["tool"], "on": effect["on"], "request": None, "seq": self.next_id("wait"),
+        }
+
+    def on_terminate(self, effect: dict[str, Any]) -> None:
+        self.end_agent(effect["target"], TERMINATED, reason=f"terminated by {effect['agent']}")
+
+    def on_stop(self, effect: dict[str, Any]) -> None:
+        record = self.agents[effect["target"]]
+        if record["status"] in ENDED:
+            return
+        self.cancel_waits(record["name"], f"Cancelled: your turn was stopped by {effect['agent']}.")
+        record.update(status=STOPPED, last_action=f"stopped by {effect['agent']}")
+        self.appends[record["name"]].append(
+            envelopes.as_message([envelopes.notice(f"Your turn was stopped by {effect['agent']}. Wait for new instructions.")])
+        )
+
+    def on_step(self, effect: dict[str, Any]) -> None:
+        name, text = effect["agent"], effect["text"]
+        record = self.agents[name]
+        record["steps"] += 1
+        record["turn_steps"] += 1
+        record["tool_calls"] += effect["tool_calls"]
+        if effect.get("error"):
+            self.end_agent(name, FAILED, reason=effect["error"])
+            self.post(LEADER, envelopes.notice(f"{name} failed: {clip(effect['error'], 300)}"), sender="router")
+            return
+        record["last_action"] = clip(text, 80) if text else (f"{effect['tool_calls']} tool call(s)" if effect["tool_calls"] else "ended its turn")
+        if record["status"] not in ENDED and record["status"] != STOPPED:
+            for call_id in effect["deferred"]:
+                if call_id not in record["waits"]:  # NOTE: a deferred tool that asked for nothing
+                    self.appends[name].append(ToolMessage(content="Error: this call could not be completed.", tool_call_id=call_id, status="error"))
+            if record["waits"]:
+                record["status"] = WAITING
+            else:
+                record["status"] = IDLE if effect["ended_turn"] else RUNNING
+        if name == LEADER:
+            if effect["ended_turn"] and text:
+                self.replies.append(AIMessage(content=text, name=LEADER))
+        else:
+            self.member_output(name, text, ended_turn=effect["ended_turn"])
+        if record["status"] == RUNNING and record["turn_steps"] >= self.policy.max_turn_steps:
+            record.update(status=STOPPED, last_action="stopped: step budget of its turn used up")
+            if name != LEADER:
+                self.post(LEADER, envelopes.notice(f"{name} used {record['turn_steps']} steps in this turn and was stopped. Send it a message to continue."), sender="router")
+
+    # -- outputs and waits ---------------------------------------------------
+
+    def member_output(self, name: str, text: str, *, ended_turn: bool) -> None:
+        """Route a member's step output: answer waits on it, or tell the leader."""
+        if text:
+            out_id = f"out_{self.next_id('out')}"
+            consumed = False
+            for record in self.pending_requests():
+                if record["to"] == name and record.get("reply_via") == "output":
+                    self.close_request(record, f"{name} replied ({out_id}):\n{text}", status=tracker.ANSWERED)
+                    consumed = consumed or record["from"] == LEADER
+            consumed = self.take_output_wait(LEADER, name, f"{name} · {out_id}:\n{text}") or consumed
+            for waiter in self.agents:
+                if waiter != LEADER:
+                    self.take_output_wait(waiter, name, f"{name} · {out_id}:\n{text}")
+            if not consumed:
+                self.post(LEADER, envelopes.output(name, out_id, text, final=ended_turn), sender=name)
+        if ended_turn:
+            self.settle_turn_end(name, text)
+
+    def settle_turn_end(self, name: str, text: str) -> None:
+        """Close what waits on ``name`` once its turn ends: nothing may wait forever."""
+        final = text or "(no final message)"
+        for record in self.pending_requests():
+            if record["to"] != name:
+                continue
+            if record.get("reply_via") == "output":
+                self.close_request(record, f"{name} ended its turn without replying.", status="expired")
+            elif record["kind"] == effects.QUESTION:
+                self.close_request(record, f"{name} ended its turn without answering (answer_other_agent). Its final message: {final}", status="expired")
+        for waiter in self.agents:
+            self.take_output_wait(waiter, name, f"{name} finished its turn without further output.")
+        if not text:
+            self.post(LEADER, envelopes.notice(f"{name} finished its turn without a report."), sender="router")
+
+    def take_output_wait(self, waiter: str, on: str, content: str) -> bool:
+        """Answer ``waiter``'s output waits on ``on`` (sleep); True if there were any."""
+        record = self.agents.get(waiter)
+        if record is None:
+            return False
+        calls = [cid for cid, w in record["waits"].items() if w["on"] == on and w["request"] is None]
+        for call_id in calls:
+            self.answer_wait(waiter, call_id, content)
+        return bool(calls)
+
+    def cancel_waits(self, name: str, content: str) -> None:
+        """Close every open tool call of ``name`` (and the requests behind them)."""
+        record = self.agents[name]
+        for call_id, wait in list(record["waits"].items()):
+            request = self.request(wait["request"]) if wait["request"] else None
+            if tracker.is_pending(request):
+                self.save(tracker.close(request, status=tracker.CANCELLED, answer=content, closed_at=self.now))
+            self.answer_wait(name, call_id, content)
+
+    def end_agent(self, name: str, status: str, *, reason: str) -> None:
+        """Take an agent out of the team: close its waits, answer who waits on it, bounce its inbox."""
+        record = self.agents[name]
+        self.cancel_waits(name, f"Cancelled: you are {status}.")
+        record.update(status=status, last_action=reason)
+        for request in self.pending_requests():
+            if request["to"] == name:
+                self.close_request(request, f"{name} is {status} and did not answer.", status=tracker.CANCELLED)
+        for waiter in self.agents:
+            self.take_output_wait(waiter, name, f"{name} is {status}.")
+        inbox, record["inbox"] = record["inbox"], []
+        for message in inbox:
+            if message["from"] in self.agents:
+                self.post(message["from"], envelopes.notice(f"Not delivered: {name} is {status}. Your message: {clip(message['text'], 200)}"), sender="router")
+
+    # -- settling ------------------------------------------------------------
+
+    def settle(self) -> None:
+        """Deliver inboxes; if nobody can run, unblock the team (never hang)."""
+        while True:
+            for name in self.agents:
+                self.flush(name)
+            if any(rec["status"] == RUNNING for rec in self.agents.values()):
+                return
+            if not (self.remind_leader() or self.break_newest_wait()):
+                return
+
+    def remind_leader(self) -> bool:
+        """Questions the leader left unanswered: remind it, then let the askers go on."""
+        open_asks = [
+            r for r in self.pending_requests()
+            if r["to"] == LEADER and r["kind"] == effects.ASK_MASTER
+        ]
+        if not open_asks:
+            return False
+        reminded = self.team.setdefault("reminded", {})
+        due = [r for r in open_asks if reminded.get(r["id"], 0) < self.policy.leader_reminders]
+        if due:
+            for r in due:
+                reminded[r["id"]] = reminded.get(r["id"], 0) + 1
+            listing = "; ".join(f"{r['id']} from {r['from']}: {clip(r['body'], 100)}" for r in due)
+            self.post(LEADER, envelopes.notice(f"Unanswered questions block your team: {listing}. Answer with answer_sub_agent_question."), sender="router")
+        else:
+            for r in open_asks:
+                self.close_request(r, "The Team Leader did not answer. Decide yourself, state your assumption, and go on.", status="expired")
+        return True
+
+    def break_newest_wait(self) -> bool:
+        """Nobody can run but some agents wait on each other: cancel the newest wait."""
+        waits = [
+            (w["seq"], name, call_id, w)
+            for name, rec in self.agents.items()
+            for call_id, w in rec["waits"].items()
+        ]
+        if not waits:
+            return False
+        _, name, call_id, wait = max(waits, key=lambda item: item[0])
+        cycle = self.describe_wait_chain(name)
+        content = (
+            f"Error: deadlock: {cycle}. Nobody could go on, so this wait (the newest) was cancelled. "
+            "Answer the questions waiting for you first, then ask again if you still need to."
+        )
+        request = self.request(wait["request"]) if wait["request"] else None
+        if tracker.is_pending(request):
+            self.save(tracker.close(request, status=tracker.CANCELLED, answer=content, closed_at=self.now))
+        self.answer_wait(name, call_id, content)
+        return True
+
+    def describe_wait_chain(self, start: str) -> str:
+        """``A waits for B (ask_3), B waits for A (ask_2)``: the chain of waits from ``start``."""
+        parts, seen, name = [], set(), start
+        while name in self.agents and name not in seen and self.agents[name]["waits"]:
+            seen.add(name)
+            wait = max(self.agents[name]["waits"].values(), key=lambda w: w["seq"])
+            label = wait["request"] or wait["tool"]
+            parts.append(f"{name} waits for {wait['on']} ({label})")
+            name = wait["on"]
+        return ", ".join(parts) or f"{start} waits"
+
+
+def make_router(runtime: TeamRuntime):
+    """The router node for one team."""
+
+    def router(state: dict[str, Any]) -> dict[str, Any]:
+        return RouterPass(runtime, state).run()
+
+    return router

@@ -1,0 +1,1 @@
+"""How agents talk: effects that tools ask for, and the envelopes messages travel in."""

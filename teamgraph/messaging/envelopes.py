@@ -1,0 +1,60 @@
+"""Envelopes: how one agent's words arrive in another agent's history.
+
+What an agent says to another arrives as a user-role message, wrapped so the
+receiver knows who speaks, what kind of message it is and which id to answer
+(our English rendering of the seed formats).
+"""
+
+from __future__ import annotations
+
+from langchain_core.messages import HumanMessage
+
+LEADER = "Team Leader"
+
+# NOTE: stored on every envelope message so histories can be filtered by kind
+# without parsing the text.
+ENVELOPE_KEY = "teamgraph_envelope"
+
+
+def _wrap(sender: str, tag: str, body: str) -> str:
+    return f"<{sender}><{tag}>{body}</{tag}></{sender}>"
+
+
+def task(sender: str, body: str) -> str:
+    """A task given to a member."""
+    return f"Task from {sender}\n{_wrap(sender, 'Task', body)}"
+
+
+def message(sender: str, body: str) -> str:
+    """A message (guidance, information) that asks for no particular reply."""
+    return f"Message from {sender}\n{_wrap(sender, 'Message', body)}"
+
+
+def output(sender: str, out_id: str, body: str, *, final: bool) -> str:
+    """A member's progress output or its turn's result, for the leader."""
+    kind = "Result" if final else "Progress"
+    return f"{kind} from {sender} · id: {out_id}\n{_wrap(sender, 'Output', body)}"
+
+
+def question(sender: str, request_id: str, body: str, *, answer_with: str) -> str:
+    """A question the receiver must answer (``answer_with`` names how)."""
+    return (
+        f"Question from {sender} · id: {request_id} · answer with {answer_with}\n"
+        f"{_wrap(sender, 'Ask', body)}"
+    )
+
+
+def notice(body: str) -> str:
+    """A one-line notice from the team runtime (not from an agent)."""
+    return f"Notice · {body}"
+
+
+def as_message(texts: list[str], *, kind: str = "inbox") -> HumanMessage:
+    """Batch the envelopes that arrive together into one user-role message."""
+    return HumanMessage(content="\n\n".join(texts), additional_kwargs={ENVELOPE_KEY: kind})
+
+
+def clip(text: str, limit: int = 120) -> str:
+    """One line of at most ``limit`` characters, for notices and statuses."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"

@@ -1,0 +1,1 @@
+"""Graph nodes: an agent's step (leader or member) and the human gate."""

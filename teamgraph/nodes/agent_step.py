@@ -1,0 +1,204 @@
+"""An agent's step: one model call plus the tool calls it made.
+
+Each role is a small compiled subgraph (``model -> tools``). The team graph
+runs it through a step node that receives only the agent's display name (a tiny
+``Send`` payload), reads that agent's history from the team state, and returns
+the new messages and the effects for the router.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from typing import Annotated, Any, TypedDict
+
+from langchain_core.messages import AIMessage, AnyMessage, SystemMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph._internal._constants import (
+    CONFIG_KEY_CHECKPOINTER,
+    CONFIG_KEY_DURABILITY,
+    CONFIG_KEY_READ_STATE,
+)
+from langgraph.errors import GraphBubbleUp
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+
+from teamgraph.messaging import effects
+from teamgraph.messaging.envelopes import LEADER
+from teamgraph.models import ScriptExhaustedError
+from teamgraph.nodes.tool_calls import run_tool_calls
+from teamgraph.protocols.requests import is_pending
+from teamgraph.roles import Role
+from teamgraph.roles.prompts import leader_prompt, member_prompt
+from teamgraph.runtime import TeamRuntime
+from teamgraph.state import TeamState
+from teamgraph.tools import tools_for_role
+
+# Metadata keys every model call carries (tracing; how ScriptedChatModel knows who asks).
+AGENT_KEY = "teamgraph_agent"
+ROLE_KEY = "teamgraph_role"
+
+
+class StepState(TypedDict):
+    """The role subgraph's state: one step of one agent."""
+
+    agent: str
+    messages: list[AnyMessage]
+    view: dict[str, Any]
+    new: Annotated[list[AnyMessage], operator.add]
+    effects: Annotated[list[dict[str, Any]], operator.add]
+
+
+def build_role_subgraph(runtime: TeamRuntime, role: Role) -> CompiledStateGraph:
+    """Compile the ``model -> tools`` subgraph an agent of ``role`` steps through.
+
+    Args:
+        runtime: The team runtime (model, tools).
+        role: The role.
+
+    Returns:
+        The compiled subgraph, named after the role.
+    """
+    tools = {t.name: t for t in tools_for_role(runtime, role)}
+    model = runtime.model_for(role)
+    bound = model.bind_tools(list(tools.values())) if tools else model
+
+    def call_model(state: StepState, config: RunnableConfig) -> dict[str, Any]:
+        return {"new": [bound.invoke(state["messages"], config)]}
+
+    def call_tools(state: StepState, config: RunnableConfig) -> dict[str, Any]:
+        messages, step_effects, _ = run_tool_calls(state["new"][-1], tools, state["view"], config)
+        return {"new": messages, "effects": step_effects}
+
+    def has_tool_calls(state: StepState) -> str:
+        ai = state["new"][-1]
+        return "tools" if ai.tool_calls or ai.invalid_tool_calls else END
+
+    builder = StateGraph(StepState)
+    builder.add_node("model", call_model)
+    builder.add_node("tools", call_tools)
+    builder.add_edge(START, "model")
+    builder.add_conditional_edges("model", has_tool_calls, ["tools", END])
+    builder.add_edge("tools", END)
+    return builder.compile(name=role.id)
+
+
+def read_team_state(config: RunnableConfig) -> dict[str, Any]:
+    """The team state as this step's task sees it.
+
+    NOTE: a node started by ``Send`` receives only the payload. LangGraph's own
+    ToolNode reads the graph state the same way (``CONFIG_KEY_READ_STATE``), which
+    lets the payload stay tiny instead of carrying the history into every
+    checkpoint's writes.
+    """
+    read_state = config["configurable"][CONFIG_KEY_READ_STATE]
+    return read_state()
+
+
+def team_view(team: dict[str, Any], name: str) -> dict[str, Any]:
+    """The read-only view of the team that tools see."""
+    return {
+        "self": name,
+        "agents": team.get("agents", {}),
+        "requests": team.get("requests", {}),
+        "team": team.get("team", {}),
+        "effects": [],
+    }
+
+
+def system_prompt(runtime: TeamRuntime, role: Role, name: str, team: dict[str, Any]) -> str:
+    """The agent's system prompt for this step (rules, role, live roster)."""
+    agents = team.get("agents", {})
+    if name == LEADER:
+        open_questions = [
+            r for r in team.get("requests", {}).values() if is_pending(r) and r["to"] == LEADER
+        ]
+        return leader_prompt(role, roles=runtime.roles, agents=agents, open_questions=open_questions)
+    return member_prompt(role, name=name, agents=agents)
+
+
+def _step_config(config: RunnableConfig, name: str, role: Role) -> RunnableConfig:
+    # NOTE: the role subgraph runs without a checkpointer: the team graph checkpoints
+    # once per superstep, and a subgraph checkpoint would store the whole history
+    # again at every step (what makes other frameworks' storage quadratic).
+    # Durability must then be "exit": "sync" waits on a checkpoint that never comes.
+    return {
+        **config,
+        "metadata": {**config.get("metadata", {}), AGENT_KEY: name, ROLE_KEY: role.id},
+        "configurable": {
+            **config.get("configurable", {}),
+            CONFIG_KEY_CHECKPOINTER: None,
+            CONFIG_KEY_DURABILITY: "exit",
+        },
+    }
+
+
+def _text(message: AIMessage) -> str:
+    return message.text.strip()
+
+
+def run_step(
+    runtime: TeamRuntime,
+    subgraph: CompiledStateGraph,
+    payload: dict[str, Any],
+    config: RunnableConfig,
+) -> dict[str, Any]:
+    """Take one step of the agent named in ``payload`` and report it to the router."""
+    name = payload["agent"]
+    team = read_team_state(config)
+    role = runtime.roles[team["agents"][name]["role"]]
+    history = team.get("histories", {}).get(name, [])
+    messages = [SystemMessage(system_prompt(runtime, role, name, team)), *history]
+    try:
+        result = subgraph.invoke(
+            {"agent": name, "messages": messages, "view": team_view(team, name), "new": [], "effects": []},
+            _step_config(config, name, role),
+        )
+    except (GraphBubbleUp, ScriptExhaustedError):
+        raise
+    except Exception as exc:
+        if name == LEADER:
+            raise
+        # NOTE: a member whose provider keeps failing is marked failed and the
+        # leader is told; the rest of the team goes on.
+        return {"outbox": [{**effects.step(text="", ended_turn=True, tool_calls=0, deferred=[]), "agent": name, "error": f"{type(exc).__name__}: {exc}"}]}
+    new: list[AnyMessage] = result["new"]
+    ai = new[0]
+    answered = {m.tool_call_id for m in new[1:]}
+    calls = [c["id"] for c in ai.tool_calls] + [c["id"] for c in ai.invalid_tool_calls]
+    summary = effects.step(
+        text=_text(ai),
+        ended_turn=not calls,
+        tool_calls=len(calls),
+        deferred=[c for c in calls if c not in answered],
+    )
+    outbox = [{**e, "agent": name} for e in (*result["effects"], summary)]
+    return {"histories": {name: new}, "outbox": outbox}
+
+
+def make_step_node(runtime: TeamRuntime, role: Role) -> Callable[..., dict[str, Any]]:
+    """A node for the agents of one role known when the graph is compiled.
+
+    The role's subgraph is a closure variable of the node, so LangGraph's graph
+    drawing (``get_graph(xray=True)``) and Studio show it as a subgraph.
+    """
+    subgraph = build_role_subgraph(runtime, role)
+
+    def agent_step(state: TeamState, config: RunnableConfig) -> dict[str, Any]:
+        return run_step(runtime, subgraph, state, config)
+
+    agent_step.__name__ = role.id
+    return agent_step
+
+
+def make_generic_member_node(runtime: TeamRuntime) -> Callable[..., dict[str, Any]]:
+    """A node for members of roles created after the graph was compiled."""
+    subgraphs: dict[str, CompiledStateGraph] = {}
+
+    def member_step(state: TeamState, config: RunnableConfig) -> dict[str, Any]:
+        role_id = read_team_state(config)["agents"][state["agent"]]["role"]
+        if role_id not in subgraphs:
+            subgraphs[role_id] = build_role_subgraph(runtime, runtime.roles[role_id])
+        return run_step(runtime, subgraphs[role_id], state, config)
+
+    return member_step

@@ -1,0 +1,114 @@
+"""Run one model turn's tool calls: results, effects, and the calls left open.
+
+LangGraph's ToolNode insists that every tool call ends with a ToolMessage; a
+deferred call (``ask_master``, ``ask_sub_agent``...) must stay open until the
+router answers it, so this small executor runs our ``@tool`` functions instead.
+It keeps ToolNode's contract otherwise: ``InjectedState`` / ``InjectedToolCallId``,
+``Command`` results, and errors returned to the model instead of raised.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool, ToolException
+from langgraph.errors import GraphBubbleUp
+from langgraph.types import Command
+from pydantic import ValidationError
+
+VIEW_ARG = "view"
+
+
+def _expected_args(tool: BaseTool) -> str:
+    schema = tool.tool_call_schema
+    fields = schema.model_fields if hasattr(schema, "model_fields") else {}
+    parts = [f"{n}{'' if f.is_required() else ' (optional)'}" for n, f in fields.items()]
+    return ", ".join(parts) or "no arguments"
+
+
+def _validation_problem(tool: BaseTool, exc: ValidationError) -> str:
+    problems = "; ".join(
+        f"'{'.'.join(str(p) for p in e['loc']) or 'arguments'}': {e['msg'].lower()}"
+        for e in exc.errors()
+    )
+    return (
+        f"invalid arguments for {tool.name}: {problems}. "
+        f"Expected arguments: {_expected_args(tool)}. Call it again with valid arguments."
+    )
+
+
+def _error(text: str, call_id: str, name: str) -> ToolMessage:
+    return ToolMessage(content=f"Error: {text}", tool_call_id=call_id, name=name, status="error")
+
+
+def run_tool_calls(
+    ai: AIMessage,
+    tools: dict[str, BaseTool],
+    view: dict[str, Any],
+    config: RunnableConfig,
+) -> tuple[list[ToolMessage], list[dict[str, Any]], list[str]]:
+    """Run the tool calls of ``ai`` in order.
+
+    Args:
+        ai: The model's message.
+        tools: The caller's tools by name.
+        view: The team view; each tool also sees the effects of the calls before it.
+        config: The node's config (callbacks, metadata).
+
+    Returns:
+        The immediate ToolMessages, the effects in call order, and the ids of
+        the calls left open (deferred) for the router to answer.
+    """
+    messages: list[ToolMessage] = []
+    step_effects: list[dict[str, Any]] = []
+    deferred: list[str] = []
+
+    for bad in ai.invalid_tool_calls:
+        messages.append(
+            _error(
+                f"the arguments of your {bad.get('name')} call were not valid JSON "
+                f"({bad.get('error') or 'could not be parsed'}). Call it again with a JSON object.",
+                bad.get("id") or "",
+                bad.get("name") or "unknown",
+            )
+        )
+
+    for call in ai.tool_calls:
+        name, call_id = call["name"], call["id"] or ""
+        tool = tools.get(name)
+        if tool is None:
+            messages.append(
+                _error(f"there is no tool '{name}'. Your tools: {', '.join(tools)}.", call_id, name)
+            )
+            continue
+        args = dict(call["args"]) if isinstance(call["args"], dict) else {}
+        if VIEW_ARG in (getattr(tool.args_schema, "model_fields", None) or {}):
+            args[VIEW_ARG] = {**view, "effects": step_effects}
+        try:
+            out = tool.invoke({**call, "args": args, "type": "tool_call"}, config)
+        except GraphBubbleUp:
+            raise
+        except ToolException as exc:
+            messages.append(_error(str(exc), call_id, name))
+            continue
+        except ValidationError as exc:
+            messages.append(_error(_validation_problem(tool, exc), call_id, name))
+            continue
+        except Exception as exc:  # noqa: BLE001 - a tool bug must not stop the team
+            messages.append(_error(f"{name} failed: {type(exc).__name__}: {exc}", call_id, name))
+            continue
+        if isinstance(out, Command):
+            update = out.update or {}
+            step_effects.extend(update.get("effects", []))
+            answered = [m for m in update.get("new", []) if isinstance(m, ToolMessage)]
+            if answered:
+                messages.extend(answered)
+            else:
+                deferred.append(call_id)
+        elif isinstance(out, ToolMessage):
+            messages.append(out)
+        else:
+            messages.append(ToolMessage(content=str(out), tool_call_id=call_id, name=name))
+    return messages, step_effects, deferred

@@ -1,0 +1,1 @@
+"""Team protocols: the request tracker shared by questions, approvals and shutdowns."""

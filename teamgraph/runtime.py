@@ -1,0 +1,96 @@
+"""TeamRuntime: what a running team needs besides its state.
+
+The state (histories, registry, requests) lives in checkpoints. The runtime holds
+the things that are not state: the home folder, the role catalogue (built-in,
+``roles_dir`` and the roles the leader created), the policy, the model and the
+clock. Nodes, tools and the router receive it when the graph is built.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Protocol
+
+from langchain_core.language_models import BaseChatModel
+
+from teamgraph.models import resolve_model
+from teamgraph.policy import Policy
+from teamgraph.roles import Role, load_roles, write_role_file
+
+ModelSpec = BaseChatModel | str | Callable[[Role], BaseChatModel] | None
+
+CUSTOM_ROLES_DIR = "roles"
+PROJECT_DIR = "project"
+
+
+class Clock(Protocol):
+    """Where the team reads the time (tests pass a clock they control)."""
+
+    def now(self) -> datetime: ...
+
+
+class SystemClock:
+    """Wall-clock time in UTC."""
+
+    def now(self) -> datetime:
+        return datetime.now(timezone.utc)
+
+
+@dataclass
+class TeamRuntime:
+    """The non-state half of a team: folders, roles, policy, model, clock."""
+
+    home: Path
+    policy: Policy
+    model: ModelSpec = None
+    roles_dir: Path | None = None
+    clock: Clock = field(default_factory=SystemClock)
+    roles: dict[str, Role] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _models: dict[str, BaseChatModel] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        self.home = Path(self.home)
+        self.reload_roles()
+
+    @property
+    def custom_roles_dir(self) -> Path:
+        """Where ``create_custom_agent`` writes role files."""
+        return self.home / CUSTOM_ROLES_DIR
+
+    @property
+    def project_dir(self) -> Path:
+        """The folder the team's file tools work in."""
+        return self.home / PROJECT_DIR
+
+    def reload_roles(self) -> None:
+        """Load built-in roles, then ``roles_dir``, then the roles the leader created."""
+        self.roles = load_roles(self.roles_dir, self.custom_roles_dir)
+
+    def add_role(self, role: Role) -> Path:
+        """Write a new role file under the home folder and make the role usable at once."""
+        with self._lock:
+            path = write_role_file(self.custom_roles_dir, role)
+            self.roles = {**self.roles, role.id: role.model_copy(update={"source": str(path)})}
+        return path
+
+    def now(self) -> str:
+        """The clock's time as an ISO string (what records store)."""
+        return self.clock.now().isoformat(timespec="seconds")
+
+    def model_for(self, role: Role) -> BaseChatModel:
+        """The chat model an agent of ``role`` talks to."""
+        key = f"{role.id}|{role.model}|{role.thinking_mode}"
+        if key not in self._models:
+            if callable(self.model) and not isinstance(self.model, BaseChatModel):
+                model: Any = self.model(role)
+            else:
+                model = resolve_model(
+                    self.model, role_model=role.model, thinking_mode=role.thinking_mode
+                )
+            self._models[key] = model
+        return self._models[key]

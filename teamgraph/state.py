@@ -1,0 +1,84 @@
+"""The team's state schema and its reducers.
+
+Everything here is plain data (dicts, lists, strings, LangChain messages): it is
+serialized into every checkpoint. This module imports nothing of ours.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Annotated, Any, TypedDict
+
+from langchain_core.messages import AnyMessage
+from langgraph.channels import DeltaChannel, Topic
+from langgraph.graph.message import add_messages
+
+# NOTE: DeltaChannel writes a full snapshot every `snapshot_frequency` updates;
+# between snapshots a checkpoint stores only what changed. The cadence was chosen
+# from bench/ (storage per message vs. the time to rebuild state on resume).
+HISTORY_SNAPSHOT_FREQUENCY = 1000
+
+
+def append_histories(
+    current: dict[str, list[AnyMessage]] | None,
+    writes: Sequence[dict[str, list[AnyMessage]]],
+) -> dict[str, list[AnyMessage]]:
+    """Append each write's messages to the named agents' histories.
+
+    Batching-invariant (as DeltaChannel requires): folding writes one batch at a
+    time or all at once gives the same histories. Lists are never mutated in place,
+    because checkpointed copies of the channel share them.
+    """
+    merged = dict(current or {})
+    for write in writes:
+        for agent, messages in write.items():
+            merged[agent] = [*merged.get(agent, ()), *messages]
+    return merged
+
+
+def merge_records(
+    current: dict[str, dict[str, Any]] | None,
+    writes: Sequence[dict[str, dict[str, Any]]],
+) -> dict[str, dict[str, Any]]:
+    """Upsert records by id: a later write of an id replaces the earlier record."""
+    merged = dict(current or {})
+    for write in writes:
+        merged.update(write)
+    return merged
+
+
+class TeamState(TypedDict, total=False):
+    """The state of one team thread.
+
+    Attributes:
+        messages: The user-facing conversation: the user's input and the Team
+            Leader's replies.
+        histories: Every agent's own conversation, by display name.
+        agents: The registry: display name -> role, status, counters, waits, inbox.
+            Written by the router only.
+        requests: Every question, approval and protocol request, open or closed,
+            by request id (``ask_1``, ``plan_2``, ...). Written by the router only.
+        team: Team-wide counters (request and output ids, instance numbers) and
+            bookkeeping. Written by the router only.
+        outbox: The effects that the last superstep's agent steps asked for; the
+            router applies them. Cleared every superstep.
+    """
+
+    messages: Annotated[list[AnyMessage], add_messages]
+    histories: Annotated[
+        dict[str, list[AnyMessage]],
+        DeltaChannel(append_histories, snapshot_frequency=HISTORY_SNAPSHOT_FREQUENCY),
+    ]
+    agents: dict[str, dict[str, Any]]
+    requests: Annotated[
+        dict[str, dict[str, Any]],
+        DeltaChannel(merge_records, snapshot_frequency=HISTORY_SNAPSHOT_FREQUENCY),
+    ]
+    team: dict[str, Any]
+    outbox: Annotated[list[dict[str, Any]], Topic(dict)]
+
+
+class TeamInput(TypedDict, total=False):
+    """What a caller passes to ``graph.invoke``: new user messages."""
+
+    messages: Annotated[list[AnyMessage], add_messages]

@@ -1,0 +1,98 @@
+"""What a tool sees and how it answers.
+
+A tool sees a read-only *view* of the team (injected with ``InjectedState("view")``):
+who calls, the registry, the requests, the counters, and the effects that earlier
+tool calls of the same step asked for. It answers with text for its caller and,
+through ``Command``, effects for the router.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.messages import ToolMessage
+from langchain_core.tools import ToolException
+from langgraph.types import Command
+
+from teamgraph.messaging.envelopes import LEADER
+from teamgraph.protocols.requests import is_pending
+
+View = dict[str, Any]
+
+ACTIVE_STATUSES = frozenset({"idle", "running", "waiting", "stopped"})
+"""Statuses of a member that can still receive messages."""
+
+
+def reply(text: str, tool_call_id: str, *effects: dict[str, Any]) -> Command:
+    """An immediate tool result plus the effects the router must apply."""
+    return Command(
+        update={
+            "new": [ToolMessage(content=text, tool_call_id=tool_call_id)],
+            "effects": list(effects),
+        }
+    )
+
+
+def defer(*effects: dict[str, Any]) -> Command:
+    """No result yet: the tool call stays open until the router answers it."""
+    return Command(update={"effects": list(effects)})
+
+
+def fail(problem: str) -> ToolException:
+    """An error result for the calling agent (it goes on; the run does not stop)."""
+    return ToolException(problem)
+
+
+def caller(view: View) -> str:
+    """The display name of the agent whose tool this is."""
+    return view["self"]
+
+
+def active_members(view: View) -> list[str]:
+    """Members (not the leader) that can still receive messages, in creation order."""
+    return [
+        name
+        for name, record in view["agents"].items()
+        if name != LEADER and record["status"] in ACTIVE_STATUSES
+    ]
+
+
+def require_member(view: View, display_name: str) -> dict[str, Any]:
+    """The record of an active member, or an error that lists the active members."""
+    if display_name == caller(view):
+        raise fail(f"'{display_name}' is you: you cannot address yourself.")
+    record = view["agents"].get(display_name)
+    if record is None or display_name == LEADER or record["status"] not in ACTIVE_STATUSES:
+        members = ", ".join(active_members(view)) or "none"
+        state = f" (it is {record['status']})" if record and display_name != LEADER else ""
+        raise fail(
+            f"No active member named '{display_name}'{state}. Active members: {members}. "
+            "Use the exact display name, e.g. 'UI Operator_1'."
+        )
+    return record
+
+
+def require_question(view: View, question_id: str, *, kinds: set[str]) -> dict[str, Any]:
+    """A pending question addressed to the caller, or an error saying what is wrong."""
+    record = view["requests"].get(question_id)
+    answered_now = any(
+        e["kind"] == "answer" and e["request_id"] == question_id for e in view["effects"]
+    )
+    if record is None or record["kind"] not in kinds or record["to"] != caller(view):
+        mine = [
+            rid
+            for rid, r in view["requests"].items()
+            if is_pending(r) and r["kind"] in kinds and r["to"] == caller(view)
+        ]
+        raise fail(
+            f"Unknown question id '{question_id}'. Questions waiting for your answer: "
+            f"{', '.join(mine) or 'none'}."
+        )
+    if not is_pending(record) or answered_now:
+        raise fail(f"Question '{question_id}' is already {record['status'] if not answered_now else 'answered'}.")
+    return record
+
+
+def spawned_this_step(view: View, role_id: str) -> int:
+    """How many members of ``role_id`` earlier tool calls of this step created."""
+    return sum(1 for e in view["effects"] if e["kind"] == "spawn" and e["role"] == role_id)

@@ -1,0 +1,98 @@
+"""Safe work tools: read, write and list files inside the team's project folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from langchain_core.tools import BaseTool, tool
+
+from teamgraph.runtime import TeamRuntime
+from teamgraph.tools.context import fail
+
+MAX_READ_CHARS = 50_000
+
+
+def resolve_inside(root: Path, path: str) -> Path:
+    """``path`` resolved under ``root``; anything that escapes it is refused.
+
+    Args:
+        root: The folder the tools may touch.
+        path: A path relative to ``root`` (``project/`` prefixes are tolerated).
+
+    Returns:
+        The absolute, resolved path.
+    """
+    relative = Path(path)
+    if relative.is_absolute():
+        raise fail(f"'{path}' is an absolute path. Use a path relative to the project folder, e.g. 'web/login.html'.")
+    # NOTE: resolve() follows symlinks, so a link that points outside is refused too.
+    target = (root / relative).resolve()
+    if target != root.resolve() and root.resolve() not in target.parents:
+        raise fail(f"'{path}' is outside the project folder. Use a path inside it, e.g. 'notes/plan.md'.")
+    return target
+
+
+def make_file_tools(runtime: TeamRuntime) -> list[BaseTool]:
+    """Build ``read_file``, ``write_file`` and ``list_files`` over the project folder.
+
+    Args:
+        runtime: The team runtime; its ``project_dir`` is the only folder they touch.
+
+    Returns:
+        The three tools.
+    """
+
+    def root() -> Path:
+        runtime.project_dir.mkdir(parents=True, exist_ok=True)
+        return runtime.project_dir
+
+    @tool
+    def read_file(path: str) -> str:
+        """Read a text file from the project folder.
+
+        Args:
+            path: Path relative to the project folder.
+        """
+        target = resolve_inside(root(), path)
+        if not target.is_file():
+            raise fail(f"No file '{path}' in the project folder. Use list_files to see what exists.")
+        text = target.read_text(encoding="utf-8", errors="replace")
+        if len(text) > MAX_READ_CHARS:
+            return text[:MAX_READ_CHARS] + f"\n[... truncated: {len(text)} characters in all]"
+        return text
+
+    @tool
+    def write_file(path: str, content: str) -> str:
+        """Write a text file in the project folder (folders are created; a file is replaced).
+
+        Args:
+            path: Path relative to the project folder.
+            content: The whole new content.
+        """
+        target = resolve_inside(root(), path)
+        if target.is_dir():
+            raise fail(f"'{path}' is a folder. Give a file path.")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(content, encoding="utf-8")
+        return f"Wrote {len(content)} characters to {target.relative_to(root().resolve())}."
+
+    @tool
+    def list_files(path: str = ".") -> str:
+        """List files and folders under a folder of the project (recursively, up to 200).
+
+        Args:
+            path: Folder relative to the project folder; "." is the project folder itself.
+        """
+        base = resolve_inside(root(), path)
+        if not base.is_dir():
+            raise fail(f"No folder '{path}' in the project folder.")
+        top = root().resolve()
+        entries = sorted(
+            str(p.relative_to(top)) + ("/" if p.is_dir() else "") for p in base.rglob("*")
+        )
+        if not entries:
+            return "(empty)"
+        more = f"\n[... {len(entries) - 200} more]" if len(entries) > 200 else ""
+        return "\n".join(entries[:200]) + more
+
+    return [read_file, write_file, list_files]

@@ -1,24 +1,51 @@
-"""Policy: the rules a team runs by (limits, budgets, who decides what)."""
+"""Policy: the rules a team runs by (who decides what, limits, budgets)."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
+
+Decider = Literal["leader", "human", "leader_then_human"]
+"""Who decides a request: the Team Leader, a person, or the leader first and then
+a person who confirms or overrides the leader's decision."""
 
 
 class Policy(BaseModel):
-    """Who decides what, and the team's limits.
+    """Who decides what, when the team pauses for a person, and the team's limits.
 
     Attributes:
+        ask: Who answers a member's ``ask_master`` question.
+        plan: Who approves the Team Leader's plan (``propose_plan``).
+        member_plan: Who approves a member's plan (``submit_plan``).
+        approval: Who approves a sensitive operation (``request_approval``).
+        pause: ``"when_blocked"`` (default): the run pauses for a person only when
+            no agent can make progress; ``"immediately"``: as soon as a request
+            waits for a person.
+        require_plan: Refuse creating members and delegating until a plan is approved.
+        shutdown_timeout: Seconds a member has to answer a shutdown request before
+            it is terminated and the request expires.
         max_parallel: How many agents may take a step in one superstep.
         max_turn_steps: Model calls one agent may make in one turn before the
-            router ends the turn (a loop guard); the leader is told.
+            router stops that turn (a loop guard); the leader is told.
         leader_reminders: How often the leader is reminded of questions it left
-            unanswered when the team has nothing else to do, before the asker
+            unanswered, when the team has nothing else to do, before the asker
             gets a "no answer" result (a question never hangs).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    ask: Decider = "leader"
+    plan: Decider = "human"
+    member_plan: Decider = "leader"
+    approval: Decider = "leader"
+    pause: Literal["when_blocked", "immediately"] = "when_blocked"
+    require_plan: bool = False
+    shutdown_timeout: float = Field(default=300.0, gt=0)
     max_parallel: int = Field(default=8, ge=1)
     max_turn_steps: int = Field(default=50, ge=1)
     leader_reminders: int = Field(default=1, ge=0)
+
+    def decider(self, kind: str) -> Decider:
+        """Who decides a request of ``kind`` (``ask``, ``plan``, ``member_plan``, ``approval``)."""
+        return getattr(self, kind)

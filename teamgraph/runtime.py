@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from langchain_core.language_models import BaseChatModel
+from langchain_core.tools import BaseTool
 
 from teamgraph.models import resolve_model
 from teamgraph.policy import Policy
@@ -50,6 +51,8 @@ class TeamRuntime:
     roles_dir: Path | None = None
     clock: Clock = field(default_factory=SystemClock)
     roles: dict[str, Role] = field(default_factory=dict)
+    extra_tools: dict[str, list[BaseTool]] = field(default_factory=dict)
+    """Your own tools by role id; the key ``"*"`` gives tools to every member."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _models: dict[str, BaseChatModel] = field(default_factory=dict, repr=False)
 
@@ -77,6 +80,11 @@ class TeamRuntime:
             path = write_role_file(self.custom_roles_dir, role)
             self.roles = {**self.roles, role.id: role.model_copy(update={"source": str(path)})}
         return path
+
+    def tools_of(self, role: Role) -> list[BaseTool]:
+        """The user's own tools that agents of ``role`` get."""
+        shared = [] if role.is_leader else self.extra_tools.get("*", [])
+        return [*shared, *self.extra_tools.get(role.id, [])]
 
     def now(self) -> str:
         """The clock's time as an ISO string (what records store)."""

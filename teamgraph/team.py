@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import AnyMessage
 from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool
 from langgraph.graph.state import CompiledStateGraph
 
 from teamgraph.checkpoints import DB_FILE, open_sqlite_saver
@@ -39,6 +41,7 @@ class Team:
         home: str | Path = DEFAULT_HOME,
         checkpointer: Any = None,
         clock: Clock | None = None,
+        tools: Sequence[BaseTool] | Mapping[str, Sequence[BaseTool]] = (),
     ) -> None:
         """Create a team.
 
@@ -52,13 +55,17 @@ class Team:
             checkpointer: None for SQLite in ``home``; False for none (``langgraph
                 dev`` brings its own); or any LangGraph checkpointer.
             clock: Where time is read (tests pass their own).
+            tools: Your own tools: a list every member gets, or a mapping from
+                role id to tools (the key ``"*"`` meaning every member).
         """
+        extra = dict(tools) if isinstance(tools, Mapping) else {"*": list(tools)}
         self.runtime = TeamRuntime(
             home=Path(home),
             policy=policy or Policy(),
             model=model,
             roles_dir=Path(roles_dir) if roles_dir is not None else None,
             clock=clock or SystemClock(),
+            extra_tools={role: list(ts) for role, ts in extra.items()},
         )
         self._checkpointer = checkpointer
         self._graph: CompiledStateGraph | None = None
@@ -115,3 +122,24 @@ class Team:
     def agents(self, config: RunnableConfig) -> dict[str, dict[str, Any]]:
         """The thread's registry: display name -> role, status, counters."""
         return self.state(config).get("agents", {})
+
+    # --- async reading (for a team compiled with an async checkpointer) -------
+    # NOTE: AsyncSqliteSaver refuses synchronous calls from its event loop's
+    # thread, so `state` / `history` / `agents` raise there; use these instead.
+
+    async def astate(self, config: RunnableConfig) -> dict[str, Any]:
+        """The thread's current state values (async)."""
+        return (await self.graph.aget_state(config)).values
+
+    async def ahistory(self, config: RunnableConfig, display_name: str) -> list[AnyMessage]:
+        """One agent's own conversation in a thread (async); see ``history``."""
+        values = await self.astate(config)
+        agents = values.get("agents", {})
+        if display_name not in agents:
+            known = ", ".join(agents) or "none yet"
+            raise KeyError(f"No agent named '{display_name}' in this thread. Agents: {known}.")
+        return list(values.get("histories", {}).get(display_name, []))
+
+    async def aagents(self, config: RunnableConfig) -> dict[str, dict[str, Any]]:
+        """The thread's registry (async); see ``agents``."""
+        return (await self.astate(config)).get("agents", {})

@@ -76,7 +76,7 @@ def test_builtin_roles_are_complete():
             assert role.tools == ("leader", "files", "protocols", "collaboration", "sessions")
         else:
             assert role.tools[:2] == ("member", "files"), role_id
-            assert set(role.tools) <= {"member", "files", "collaboration"}, role_id
+            assert set(role.tools) <= {"member", "files", "protocols", "collaboration"}, role_id
             assert 10 <= len(role.prompt.splitlines()) <= 25, role_id
 
 

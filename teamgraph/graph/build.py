@@ -11,12 +11,14 @@ from langgraph.types import RetryPolicy, Send
 
 from teamgraph.graph.router import make_router
 from teamgraph.nodes.agent_step import make_generic_member_node, make_step_node
+from teamgraph.nodes.human_gate import human_gate
 from teamgraph.runtime import TeamRuntime
 from teamgraph.state import TeamInput, TeamState
 
 ROUTER = "router"
 LEADER_NODE = "leader"
 GENERIC_MEMBER_NODE = "member"
+HUMAN_NODE = "human"
 
 # NOTE: a team run takes one superstep per step of the busiest agent, far more
 # than LangGraph's default limit of 25.
@@ -53,16 +55,20 @@ def build_team_graph(runtime: TeamRuntime, *, checkpointer: Any = None) -> Compi
         nodes[role.id] = name
     builder.add_node(GENERIC_MEMBER_NODE, make_generic_member_node(runtime))
     builder.add_edge(GENERIC_MEMBER_NODE, ROUTER)
+    builder.add_node(HUMAN_NODE, human_gate)
+    builder.add_edge(HUMAN_NODE, ROUTER)
 
-    def route(state: dict[str, Any]) -> list[Send] | str:
-        agents = state["agents"]
-        sends = [
+    def route(state: dict[str, Any]) -> list[Send | str] | str:
+        agents, team = state["agents"], state["team"]
+        targets: list[Send | str] = [
             Send(nodes.get(agents[name]["role"], GENERIC_MEMBER_NODE), {"agent": name})
-            for name in state["team"]["scheduled"]
+            for name in team["scheduled"]
         ]
-        return sends or END
+        if team.get("human"):
+            targets.append(HUMAN_NODE)
+        return targets or END
 
-    builder.add_conditional_edges(ROUTER, route, [*nodes.values(), GENERIC_MEMBER_NODE, END])
+    builder.add_conditional_edges(ROUTER, route, [*nodes.values(), GENERIC_MEMBER_NODE, HUMAN_NODE, END])
     graph = builder.compile(checkpointer=checkpointer, name="teamgraph")
     return graph.with_config(
         recursion_limit=RECURSION_LIMIT,

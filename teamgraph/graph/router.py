@@ -16,13 +16,15 @@ Terms:
 from __future__ import annotations
 
 from collections import defaultdict
+from datetime import datetime, timedelta
 from typing import Any
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 
-from teamgraph.messaging import effects, envelopes
+from teamgraph.messaging import envelopes
 from teamgraph.messaging.envelopes import LEADER, clip
 from teamgraph.protocols import requests as tracker
+from teamgraph.protocols.requests import APPROVAL, ASK, HUMAN, MEMBER_PLAN, PLAN, QUESTION, SHUTDOWN
 from teamgraph.roles import LEADER_ROLE_ID
 from teamgraph.runtime import TeamRuntime
 
@@ -103,6 +105,7 @@ class RouterPass:
         order = {name: rec["index"] for name, rec in self.agents.items()}
         for effect in sorted(self._outbox, key=lambda e: order.get(e["agent"], len(order))):
             getattr(self, f"on_{effect['kind']}")(effect)
+        self.expire_deadlines()
         self.settle()
         return self.updates(self.schedule())
 
@@ -128,8 +131,16 @@ class RouterPass:
             self.agents[name]["last_tick"] = tick
         return chosen
 
+    def human_pending(self) -> list[dict[str, Any]]:
+        """Pending requests that wait for a person."""
+        return [r for r in self.pending_requests() if r.get("route") == HUMAN]
+
     def updates(self, scheduled: list[str]) -> dict[str, Any]:
         self.team["scheduled"] = scheduled
+        # NOTE: "when_blocked" pauses only when nobody can run; "immediately" runs the
+        # human gate in the same superstep as the agents, so the run pauses at once.
+        immediately = self.policy.pause == "immediately"
+        self.team["human"] = bool(self.human_pending()) and (immediately or not scheduled)
         out: dict[str, Any] = {"agents": self.agents, "team": self.team}
         if self.appends:
             out["histories"] = dict(self.appends)
@@ -206,40 +217,154 @@ class RouterPass:
         render = envelopes.task if effect["type"] == "task" else envelopes.message
         self.post(effect["to"], render(effect["agent"], effect["body"]), sender=effect["agent"])
 
-    def on_ask(self, effect: dict[str, Any]) -> None:
-        asker, target = effect["agent"], effect["to"]
+    def on_open(self, effect: dict[str, Any]) -> None:
+        """Open a request and route it to whoever decides it now."""
+        kind, asker = effect["request_kind"], effect["agent"]
+        to, route, decider, deadline = effect["to"], effect["to"], None, None
+        if kind == SHUTDOWN:
+            deadline = (self.runtime.clock.now() + timedelta(seconds=self.policy.shutdown_timeout)).isoformat(timespec="seconds")
+        elif kind == ASK and effect["details"].get("to_user"):
+            to, route, decider = "user", HUMAN, "human"
+        elif kind in (ASK, MEMBER_PLAN, APPROVAL, PLAN):
+            decider = self.policy.decider(kind)
+            to = LEADER if asker != LEADER else "user"
+            # NOTE: the leader never decides its own requests.
+            route = HUMAN if decider == "human" or asker == LEADER else LEADER
         record = tracker.new_request(
             self.team["counters"],
-            kind=effect["request_kind"],
+            kind=kind,
             sender=asker,
-            receiver=target,
-            body=effect["question"],
+            receiver=to,
+            body=effect["body"],
             opened_at=self.now,
             call_id=effect["call_id"],
             tool=effect["tool"],
             reply_via=effect["reply_via"],
+            route=route,
+            decider=decider,
+            details=effect["details"],
+            deadline=deadline,
+            leader_decision=None,
+            note=None,
         )
         self.save(record)
         rid = record["id"]
-        self.agents[asker]["waits"][effect["call_id"]] = {
-            "tool": effect["tool"], "on": target, "request": rid, "seq": self.next_id("wait"),
-        }
-        if target == LEADER and self.take_output_wait(LEADER, asker, f"{asker} asked you a question instead (id {rid}): {effect['question']}\nAnswer it with answer_sub_agent_question."):
+        if effect["call_id"]:
+            self.agents[asker]["waits"][effect["call_id"]] = {
+                "tool": effect["tool"], "on": route, "request": rid, "seq": self.next_id("wait"),
+            }
+        if kind == PLAN and decider == "leader":
+            self.decide(record, approve=True, feedback="", by=f"{LEADER} (Policy.plan='leader')")
+        elif route == HUMAN:
+            if asker != LEADER:
+                self.post(LEADER, envelopes.notice(f"{asker}'s {kind} request {rid} waits for the user: {clip(record['body'])}"), sender="router", wake=False)
+        else:
+            self.post_request(record)
+
+    def post_request(self, record: dict[str, Any]) -> None:
+        """Deliver a request's envelope to whoever must act on it."""
+        rid, asker, route, body = record["id"], record["from"], record["route"], record["body"]
+        text = envelopes.request(record["kind"], asker, rid, body, reply_via=record["reply_via"])
+        if route == LEADER and self.take_output_wait(LEADER, asker, f"{asker} opened a request instead of replying:\n{text}"):
             return
-        answer_with = {
-            (effects.ASK_MASTER, "tool"): "answer_sub_agent_question",
-            (effects.QUESTION, "tool"): "answer_other_agent",
-            (effects.QUESTION, "output"): "your next reply (or answer_other_agent)",
-        }[(effect["request_kind"], effect["reply_via"])]
-        self.post(target, envelopes.question(asker, rid, effect["question"], answer_with=answer_with), sender=asker)
-        if asker != LEADER and target != LEADER:
-            note = envelopes.notice(f"{asker} asked {target} ({rid}): {clip(effect['question'])}")
+        self.post(route, text, sender=asker)
+        if record["kind"] == QUESTION and LEADER not in (asker, route):
+            note = envelopes.notice(f"{asker} asked {route} ({rid}): {clip(body)}")
             self.post(LEADER, note, sender="router", wake=False)
 
     def on_answer(self, effect: dict[str, Any]) -> None:
+        """An agent answers or decides a request routed to it."""
         record = self.request(effect["request_id"])
-        if tracker.is_pending(record):
-            self.close_request(record, effect["answer"], status=tracker.ANSWERED)
+        if not tracker.is_pending(record) or record["route"] != effect["agent"]:
+            return
+        kind, by, text, approve = record["kind"], effect["agent"], effect["answer"], effect["approve"]
+        if kind == SHUTDOWN:
+            self.save(tracker.close(record, status=tracker.APPROVED if approve else tracker.REJECTED, answer=text, closed_at=self.now))
+            if approve:
+                self.end_agent(by, SHUTDOWN, reason=f"shut down ({record['id']})")
+                self.post(LEADER, envelopes.notice(f"{by} approved {record['id']} and shut down."), sender="router")
+            else:
+                self.post(LEADER, envelopes.notice(f"{by} rejected {record['id']}: {text}"), sender="router")
+        elif kind == QUESTION:
+            self.close_request(record, text, status=tracker.ANSWERED)
+        elif record["decider"] == "leader_then_human":
+            decision = {"answer": text} if approve is None else {"approve": approve, "feedback": text}
+            self.save({**record, "route": HUMAN, "leader_decision": decision})
+        elif kind == ASK:
+            self.close_request(record, f"{by} answered: {text}", status=tracker.ANSWERED)
+        else:
+            self.decide(record, approve=bool(approve), feedback=text, by=by)
+
+    def on_escalate(self, effect: dict[str, Any]) -> None:
+        record = self.request(effect["request_id"])
+        if tracker.is_pending(record) and record["route"] == LEADER:
+            self.save({**record, "route": HUMAN, "note": effect["note"]})
+
+    def on_human_answer(self, effect: dict[str, Any]) -> None:
+        """A person's answer (already checked by the human gate)."""
+        record, value = self.request(effect["request_id"]), effect["value"]
+        if not tracker.is_pending(record):
+            return
+        self.team["resume_error"] = None
+        decision = record.get("leader_decision")
+        if record["kind"] in (ASK, QUESTION):
+            if isinstance(value, str):
+                answer = f"The user answered: {value}"
+            elif value["approve"]:
+                answer = f"{LEADER} answered (confirmed by the user): {decision['answer']}"
+            else:
+                answer = f"The user answered instead of {LEADER}: {value.get('feedback', '')}"
+            self.close_request(record, answer, status=tracker.ANSWERED)
+            return
+        by = "the user" if decision is None else f"the user (the {LEADER} had {'approved' if decision['approve'] else 'rejected'})"
+        self.decide(record, approve=value["approve"], feedback=value.get("feedback", ""), by=by)
+
+    def on_resume_error(self, effect: dict[str, Any]) -> None:
+        self.team["resume_error"] = effect["error"]
+
+    def on_board(self, effect: dict[str, Any]) -> None:
+        board = [dict(task) for task in self.team.get("board", [])]
+        for task in board:
+            if task["id"] == effect["task_id"]:
+                task.update(status=effect["status"], updated_by=effect["agent"])
+                if effect["note"]:
+                    task["note"] = effect["note"]
+        self.team["board"] = board
+
+    def decide(self, record: dict[str, Any], *, approve: bool, feedback: str, by: str) -> None:
+        """Close a plan or approval request with its verdict and tell the requester."""
+        kind, rid = record["kind"], record["id"]
+        verdict = "approved" if approve else "rejected"
+        remark = f" Feedback: {feedback.rstrip('.')}." if feedback else ""
+        if kind == PLAN:
+            self.team["plan"] = {"id": rid, "status": verdict, "summary": record["details"].get("summary", ""), "complexity": record["details"].get("complexity")}
+            if approve:
+                self.team["board"] = [
+                    {"id": f"task_{n}", "title": step["title"], "role_id": step.get("role_id"), "depends_on": [f"task_{d}" for d in step.get("depends_on", [])], "status": "todo"}
+                    for n, step in enumerate(record["details"].get("steps", []), 1)
+                ]
+                outcome = f"Plan {rid} approved by {by}.{remark} Its steps are the task board now: " + ", ".join(f"{t['id']} {t['title']}" for t in self.team["board"]) + "."
+            else:
+                outcome = f"Plan {rid} rejected by {by}.{remark} Revise the plan and call propose_plan again."
+        elif kind == MEMBER_PLAN:
+            outcome = f"Your plan ({rid}) was {verdict} by {by}.{remark}" + ("" if approve else " Revise it and submit_plan again.")
+        else:
+            outcome = f"{rid} {verdict} by {by}.{remark}" + ("" if approve else " Do not perform the operation.")
+        self.close_request(record, outcome, status=tracker.APPROVED if approve else tracker.REJECTED)
+
+    def expire_deadlines(self) -> None:
+        """Shutdown requests past their deadline: terminate the member (a shutdown never hangs)."""
+        now = self.runtime.clock.now()
+        for record in self.pending_requests():
+            if record["kind"] == SHUTDOWN and record["deadline"] and datetime.fromisoformat(record["deadline"]) <= now:
+                self.expire_shutdown(record, f"did not answer {record['id']} within {self.policy.shutdown_timeout:g} s")
+
+    def expire_shutdown(self, record: dict[str, Any], why: str) -> None:
+        target = record["route"]
+        self.save(tracker.close(record, status=tracker.EXPIRED, answer=why, closed_at=self.now))
+        if self.agents[target]["status"] not in ENDED:
+            self.end_agent(target, TERMINATED, reason=why)
+        self.post(LEADER, envelopes.notice(f"{target} {why}: it was terminated and {record['id']} expired."), sender="router")
 
     def on_wait_output(self, effect: dict[str, Any]) -> None:
         self.agents[effect["agent"]]["waits"][effect["call_id"]] = {
@@ -296,7 +421,7 @@ class RouterPass:
             out_id = f"out_{self.next_id('out')}"
             consumed = False
             for record in self.pending_requests():
-                if record["to"] == name and record.get("reply_via") == "output":
+                if record.get("route") == name and record.get("reply_via") == "output":
                     self.close_request(record, f"{name} replied ({out_id}):\n{text}", status=tracker.ANSWERED)
                     consumed = consumed or record["from"] == LEADER
             consumed = self.take_output_wait(LEADER, name, f"{name} · {out_id}:\n{text}") or consumed
@@ -312,12 +437,14 @@ class RouterPass:
         """Close what waits on ``name`` once its turn ends: nothing may wait forever."""
         final = text or "(no final message)"
         for record in self.pending_requests():
-            if record["to"] != name:
+            if record.get("route") != name:
                 continue
-            if record.get("reply_via") == "output":
-                self.close_request(record, f"{name} ended its turn without replying.", status="expired")
-            elif record["kind"] == effects.QUESTION:
-                self.close_request(record, f"{name} ended its turn without answering (answer_other_agent). Its final message: {final}", status="expired")
+            if record["kind"] == SHUTDOWN:
+                self.expire_shutdown(record, f"ended its turn without answering {record['id']}")
+            elif record.get("reply_via") == "output":
+                self.close_request(record, f"{name} ended its turn without replying.", status=tracker.EXPIRED)
+            elif record["kind"] == QUESTION:
+                self.close_request(record, f"{name} ended its turn without answering (answer_other_agent). Its final message: {final}", status=tracker.EXPIRED)
         for waiter in self.agents:
             self.take_output_wait(waiter, name, f"{name} finished its turn without further output.")
         if not text:
@@ -348,7 +475,7 @@ class RouterPass:
         self.cancel_waits(name, f"Cancelled: you are {status}.")
         record.update(status=status, last_action=reason)
         for request in self.pending_requests():
-            if request["to"] == name:
+            if request.get("route") == name:
                 self.close_request(request, f"{name} is {status} and did not answer.", status=tracker.CANCELLED)
         for waiter in self.agents:
             self.take_output_wait(waiter, name, f"{name} is {status}.")
@@ -366,15 +493,14 @@ class RouterPass:
                 self.flush(name)
             if any(rec["status"] == RUNNING for rec in self.agents.values()):
                 return
-            if not (self.remind_leader() or self.break_newest_wait()):
-                return
+            if self.remind_leader():
+                continue
+            if self.human_pending() or not self.break_newest_wait():
+                return  # paused for a person, or finished
 
     def remind_leader(self) -> bool:
         """Questions the leader left unanswered: remind it, then let the askers go on."""
-        open_asks = [
-            r for r in self.pending_requests()
-            if r["to"] == LEADER and r["kind"] == effects.ASK_MASTER
-        ]
+        open_asks = [r for r in self.pending_requests() if r.get("route") == LEADER]
         if not open_asks:
             return False
         reminded = self.team.setdefault("reminded", {})
@@ -383,10 +509,13 @@ class RouterPass:
             for r in due:
                 reminded[r["id"]] = reminded.get(r["id"], 0) + 1
             listing = "; ".join(f"{r['id']} from {r['from']}: {clip(r['body'], 100)}" for r in due)
-            self.post(LEADER, envelopes.notice(f"Unanswered questions block your team: {listing}. Answer with answer_sub_agent_question."), sender="router")
+            self.post(LEADER, envelopes.notice(f"Requests waiting for you block your team: {listing}. Answer questions with answer_sub_agent_question, plans and approvals with review_plan, or escalate_to_user."), sender="router")
         else:
             for r in open_asks:
-                self.close_request(r, "The Team Leader did not answer. Decide yourself, state your assumption, and go on.", status="expired")
+                if r["kind"] == ASK:
+                    self.close_request(r, f"The {LEADER} did not answer. Decide yourself, state your assumption, and go on.", status=tracker.EXPIRED)
+                else:
+                    self.decide(r, approve=False, feedback=f"the {LEADER} did not review it", by="nobody")
         return True
 
     def break_newest_wait(self) -> bool:
@@ -395,6 +524,7 @@ class RouterPass:
             (w["seq"], name, call_id, w)
             for name, rec in self.agents.items()
             for call_id, w in rec["waits"].items()
+            if w["on"] != HUMAN
         ]
         if not waits:
             return False

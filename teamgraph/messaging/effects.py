@@ -14,16 +14,16 @@ Effect = dict[str, Any]
 # Effect kinds.
 SPAWN = "spawn"
 DELIVER = "deliver"
-ASK = "ask"
+OPEN = "open"
 ANSWER = "answer"
+ESCALATE = "escalate"
+HUMAN_ANSWER = "human_answer"
+RESUME_ERROR = "resume_error"
 WAIT_OUTPUT = "wait_output"
 TERMINATE = "terminate"
 STOP = "stop"
+BOARD = "board"
 STEP = "step"
-
-# Request kinds a question can be (the tracker in protocols/requests.py).
-ASK_MASTER = "ask"  # a member asks the master (the Team Leader, or a person)
-QUESTION = "question"  # one agent asks another
 
 ReplyVia = Literal["tool", "output"]
 
@@ -38,40 +38,59 @@ def deliver(*, to: str, body: str, type: str = "message") -> Effect:
     return {"kind": DELIVER, "to": to, "body": body, "type": type}
 
 
-def ask(
+def open_request(
     *,
-    to: str,
-    question: str,
-    call_id: str,
-    tool: str,
     request_kind: str,
+    body: str,
+    to: str | None = None,
+    call_id: str | None = None,
+    tool: str | None = None,
     reply_via: ReplyVia = "tool",
+    details: dict[str, Any] | None = None,
 ) -> Effect:
-    """Open a question request to ``to``; the caller's tool call ``call_id`` waits for it.
+    """Open a request; if ``call_id`` is given, that tool call waits for the outcome.
 
     Args:
-        to: Who must answer.
-        question: The question text.
-        call_id: The asker's open tool call; its result will be the answer.
+        request_kind: ``ask``, ``question``, ``plan``, ``member_plan``, ``approval``
+            or ``shutdown`` (protocols/requests.py).
+        body: The question, plan or reason, as text.
+        to: Who must answer, when the kind does not decide it (questions, shutdowns).
+        call_id: The asker's open tool call; its result will be the outcome.
         tool: The asking tool's name (for the ToolMessage that answers it).
-        request_kind: ``ask`` (to the master) or ``question`` (agent to agent).
-        reply_via: ``tool`` when the receiver answers with an answer tool,
-            ``output`` when its next output is the answer (``ask_sub_agent``).
+        reply_via: ``tool`` when the receiver answers with a tool, ``output`` when
+            its next output is the answer (``ask_sub_agent``).
+        details: Kind-specific fields a decider sees (plan steps, operation...).
     """
     return {
-        "kind": ASK,
+        "kind": OPEN,
+        "request_kind": request_kind,
+        "body": body,
         "to": to,
-        "question": question,
         "call_id": call_id,
         "tool": tool,
-        "request_kind": request_kind,
         "reply_via": reply_via,
+        "details": details or {},
     }
 
 
-def answer(*, request_id: str, answer: str) -> Effect:
-    """Answer the open request ``request_id``."""
-    return {"kind": ANSWER, "request_id": request_id, "answer": answer}
+def answer(*, request_id: str, answer: str, approve: bool | None = None) -> Effect:
+    """Answer (or, with ``approve``, decide) the open request ``request_id``."""
+    return {"kind": ANSWER, "request_id": request_id, "answer": answer, "approve": approve}
+
+
+def escalate(*, request_id: str, note: str | None) -> Effect:
+    """Send a request the leader should not decide alone to a person."""
+    return {"kind": ESCALATE, "request_id": request_id, "note": note}
+
+
+def human_answer(*, request_id: str, value: Any) -> Effect:
+    """A person's answer to a request (written by the human gate)."""
+    return {"kind": HUMAN_ANSWER, "request_id": request_id, "value": value}
+
+
+def resume_error(*, error: str) -> Effect:
+    """A resume value the human gate refused (the requests stay as they were)."""
+    return {"kind": RESUME_ERROR, "error": error}
 
 
 def wait_output(*, on: str, call_id: str, tool: str) -> Effect:
@@ -87,6 +106,11 @@ def terminate(*, target: str) -> Effect:
 def stop(*, target: str) -> Effect:
     """End ``target``'s current turn; it keeps its context and can be given new work."""
     return {"kind": STOP, "target": target}
+
+
+def board(*, task_id: str, status: str, note: str | None) -> Effect:
+    """Update a task of the team's task board."""
+    return {"kind": BOARD, "task_id": task_id, "status": status, "note": note}
 
 
 def step(*, text: str, ended_turn: bool, tool_calls: int, deferred: list[str]) -> Effect:

@@ -36,12 +36,21 @@ def output(sender: str, out_id: str, body: str, *, final: bool) -> str:
     return f"{kind} from {sender} · id: {out_id}\n{_wrap(sender, 'Output', body)}"
 
 
-def question(sender: str, request_id: str, body: str, *, answer_with: str) -> str:
-    """A question the receiver must answer (``answer_with`` names how)."""
-    return (
-        f"Question from {sender} · id: {request_id} · answer with {answer_with}\n"
-        f"{_wrap(sender, 'Ask', body)}"
-    )
+# How the receiver of each request kind responds (for the envelope's header).
+_RESPONSE = {
+    ("ask", "tool"): ("Question", "Ask", "answer with answer_sub_agent_question"),
+    ("question", "tool"): ("Question", "Ask", "answer with answer_other_agent"),
+    ("question", "output"): ("Question", "Ask", "your next reply is the answer (or use answer_other_agent)"),
+    ("member_plan", "tool"): ("Plan", "Plan", "review with review_plan"),
+    ("approval", "tool"): ("Approval request", "Approval", "decide with review_plan"),
+    ("shutdown", "tool"): ("Shutdown request", "ShutdownRequest", "respond with shutdown_response"),
+}
+
+
+def request(kind: str, sender: str, request_id: str, body: str, *, reply_via: str = "tool") -> str:
+    """A request (question, plan, approval, shutdown) the receiver must respond to."""
+    title, tag, how = _RESPONSE[(kind, reply_via)]
+    return f"{title} from {sender} · id: {request_id} · {how}\n{_wrap(sender, tag, body)}"
 
 
 def notice(body: str) -> str:

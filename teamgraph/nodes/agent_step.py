@@ -27,12 +27,12 @@ from teamgraph.messaging import effects
 from teamgraph.messaging.envelopes import LEADER
 from teamgraph.models import ScriptExhaustedError
 from teamgraph.nodes.tool_calls import run_tool_calls
-from teamgraph.protocols.requests import is_pending
+from teamgraph.protocols.requests import APPROVED, MEMBER_PLAN, is_pending
 from teamgraph.roles import Role
 from teamgraph.roles.prompts import leader_prompt, member_prompt
 from teamgraph.runtime import TeamRuntime
 from teamgraph.state import TeamState
-from teamgraph.tools import tools_for_role
+from teamgraph.tools import tools_for_role, work_tool_names
 
 # Metadata keys every model call carries (tracing; how ScriptedChatModel knows who asks).
 AGENT_KEY = "teamgraph_agent"
@@ -60,6 +60,7 @@ def build_role_subgraph(runtime: TeamRuntime, role: Role) -> CompiledStateGraph:
         The compiled subgraph, named after the role.
     """
     tools = {t.name: t for t in tools_for_role(runtime, role)}
+    gated = work_tool_names(runtime, role) if role.require_plan else set()
     model = runtime.model_for(role)
     bound = model.bind_tools(list(tools.values())) if tools else model
 
@@ -67,7 +68,9 @@ def build_role_subgraph(runtime: TeamRuntime, role: Role) -> CompiledStateGraph:
         return {"new": [bound.invoke(state["messages"], config)]}
 
     def call_tools(state: StepState, config: RunnableConfig) -> dict[str, Any]:
-        messages, step_effects, _ = run_tool_calls(state["new"][-1], tools, state["view"], config)
+        view = state["view"]
+        refused = {} if not gated or plan_approved(view) else dict.fromkeys(gated, PLAN_FIRST)
+        messages, step_effects, _ = run_tool_calls(state["new"][-1], tools, view, config, refused=refused)
         return {"new": messages, "effects": step_effects}
 
     def has_tool_calls(state: StepState) -> str:
@@ -81,6 +84,20 @@ def build_role_subgraph(runtime: TeamRuntime, role: Role) -> CompiledStateGraph:
     builder.add_conditional_edges("model", has_tool_calls, ["tools", END])
     builder.add_edge("tools", END)
     return builder.compile(name=role.id)
+
+
+PLAN_FIRST = (
+    "your role requires an approved plan before this work. Call submit_plan(plan) "
+    "and wait for the approval, then try again."
+)
+
+
+def plan_approved(view: dict[str, Any]) -> bool:
+    """Whether the calling member has a plan (``submit_plan``) that was approved."""
+    return any(
+        r["kind"] == MEMBER_PLAN and r["from"] == view["self"] and r["status"] == APPROVED
+        for r in view["requests"].values()
+    )
 
 
 def read_team_state(config: RunnableConfig) -> dict[str, Any]:
@@ -108,13 +125,11 @@ def team_view(team: dict[str, Any], name: str) -> dict[str, Any]:
 
 def system_prompt(runtime: TeamRuntime, role: Role, name: str, team: dict[str, Any]) -> str:
     """The agent's system prompt for this step (rules, role, live roster)."""
-    agents = team.get("agents", {})
+    agents, shared = team.get("agents", {}), team.get("team", {})
     if name == LEADER:
-        open_questions = [
-            r for r in team.get("requests", {}).values() if is_pending(r) and r["to"] == LEADER
-        ]
-        return leader_prompt(role, roles=runtime.roles, agents=agents, open_questions=open_questions)
-    return member_prompt(role, name=name, agents=agents)
+        pending = [r for r in team.get("requests", {}).values() if is_pending(r)]
+        return leader_prompt(role, roles=runtime.roles, agents=agents, pending=pending, team=shared)
+    return member_prompt(role, name=name, agents=agents, team=shared)
 
 
 def _step_config(config: RunnableConfig, name: str, role: Role) -> RunnableConfig:

@@ -9,6 +9,7 @@ It keeps ToolNode's contract otherwise: ``InjectedState`` / ``InjectedToolCallId
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
@@ -48,6 +49,8 @@ def run_tool_calls(
     tools: dict[str, BaseTool],
     view: dict[str, Any],
     config: RunnableConfig,
+    *,
+    refused: Mapping[str, str] | None = None,
 ) -> tuple[list[ToolMessage], list[dict[str, Any]], list[str]]:
     """Run the tool calls of ``ai`` in order.
 
@@ -56,6 +59,7 @@ def run_tool_calls(
         tools: The caller's tools by name.
         view: The team view; each tool also sees the effects of the calls before it.
         config: The node's config (callbacks, metadata).
+        refused: Tools the caller may not use right now, with the reason.
 
     Returns:
         The immediate ToolMessages, the effects in call order, and the ids of
@@ -82,6 +86,9 @@ def run_tool_calls(
             messages.append(
                 _error(f"there is no tool '{name}'. Your tools: {', '.join(tools)}.", call_id, name)
             )
+            continue
+        if refused and name in refused:
+            messages.append(_error(refused[name], call_id, name))
             continue
         args = dict(call["args"]) if isinstance(call["args"], dict) else {}
         if VIEW_ARG in (getattr(tool.args_schema, "model_fields", None) or {}):

@@ -11,11 +11,28 @@ from typing import Any
 
 PENDING = "pending"
 ANSWERED = "answered"
+APPROVED = "approved"
+REJECTED = "rejected"
+EXPIRED = "expired"
 CANCELLED = "cancelled"
-CLOSED_STATUSES = frozenset({ANSWERED, CANCELLED, "approved", "rejected", "expired"})
+CLOSED_STATUSES = frozenset({ANSWERED, APPROVED, REJECTED, EXPIRED, CANCELLED})
+
+# Request kinds.
+ASK = "ask"  # a member asks the master; the leader asks the user (ask_user)
+QUESTION = "question"  # one agent asks another
+PLAN = "plan"  # the leader's plan
+MEMBER_PLAN = "member_plan"  # a member's plan (seed 003)
+SHUTDOWN = "shutdown"  # the leader asks a member to shut down (seed 003)
+APPROVAL = "approval"  # a sensitive operation waits for approval
 
 # The id prefix of each request kind.
-ID_PREFIX = {"ask": "ask", "question": "ask"}
+ID_PREFIX = {QUESTION: "ask"}
+
+HUMAN = "human"
+"""The ``route`` of a request that waits for a person."""
+
+APPROVAL_KINDS = frozenset({PLAN, MEMBER_PLAN, APPROVAL})
+"""Kinds decided with ``{"approve": bool, "feedback": str}``."""
 
 # NOTE: the counter lives in the team's ``counters`` dict under this key, so ids
 # stay unique across kinds and survive a resume in a new process.
@@ -72,3 +89,48 @@ def close(
 def is_pending(record: dict[str, Any] | None) -> bool:
     """Whether a request exists and still waits for its answer."""
     return record is not None and record["status"] == PENDING
+
+
+def expected_answer(kind: str) -> str:
+    """What a person's resume value for a request of ``kind`` must look like."""
+    if kind in APPROVAL_KINDS:
+        return '{"approve": true or false, "feedback": "..."}'
+    return "a string (your answer)"
+
+
+def check_human_answer(record: dict[str, Any] | None, request_id: str, value: Any) -> str | None:
+    """Why ``value`` cannot answer ``request_id``, or None if it can.
+
+    Args:
+        record: The request, or None if there is no such id.
+        request_id: The id the person answered.
+        value: The resume value given for it.
+    """
+    if record is None:
+        return f"unknown request id '{request_id}'"
+    if record["status"] != PENDING or record.get("route") != HUMAN:
+        return f"request '{request_id}' is not waiting for a person (it is {record['status']})"
+    if record["kind"] in APPROVAL_KINDS or record.get("leader_decision") is not None:
+        if isinstance(value, dict) and isinstance(value.get("approve"), bool) and set(value) <= {"approve", "feedback"} and isinstance(value.get("feedback", ""), str):
+            return None
+        if record["kind"] not in APPROVAL_KINDS and isinstance(value, str) and value.strip():
+            return None  # a question the leader answered first: a string overrides it
+        return f"request '{request_id}' takes {expected_answer(record['kind'])}, got {value!r}"
+    if isinstance(value, str) and value.strip():
+        return None
+    return f"request '{request_id}' takes {expected_answer(record['kind'])}, got {value!r}"
+
+
+def public_view(record: dict[str, Any]) -> dict[str, Any]:
+    """What a person sees of a request in the interrupt (no internal fields)."""
+    view = {"type": record["kind"], "from": record["from"]}
+    view.update(record.get("details") or {})
+    if record["kind"] in (ASK, QUESTION):
+        view["question"] = record["body"]
+    if record.get("leader_decision") is not None:
+        view["leader_decision"] = record["leader_decision"]
+    if record.get("note"):
+        view["note"] = record["note"]
+    view["expects"] = expected_answer(record["kind"])
+    view["opened_at"] = record["opened_at"]
+    return view

@@ -43,6 +43,8 @@ class Role(BaseModel):
         thinking_mode: ``"fast"`` or ``"deep"`` (how much reasoning to ask for).
         tools: Tool sets the role's instances get.
         level: Permission level, L1 (leader) to L4 (every agent).
+        require_plan: Whether members must get a plan approved (``submit_plan``)
+            before they do work with their work tools.
         prompt: The role prompt (the Markdown body of the role file).
         source: The file the role came from, or ``"builtin"``.
     """
@@ -57,6 +59,7 @@ class Role(BaseModel):
     thinking_mode: ThinkingMode = "fast"
     tools: tuple[ToolSetName, ...] = ("member", "files")
     level: Level = "L4"
+    require_plan: bool = False
     prompt: str = ""
     source: str = "builtin"
 

@@ -92,12 +92,24 @@ def _roster(agents: Mapping[str, Mapping[str, Any]], me: str) -> str:
     return "\n".join(lines) or "- (nobody yet)"
 
 
+def _board(team: Mapping[str, Any]) -> str:
+    plan = team.get("plan")
+    if not plan:
+        return ""
+    lines = [f"# Plan {plan['id']}: {plan['status']}"]
+    for task in team.get("board", []):
+        after = f" (after {', '.join(task['depends_on'])})" if task.get("depends_on") else ""
+        lines.append(f"- {task['id']} [{task['status']}] {task['title']} ({task.get('role_id') or 'any role'}){after}")
+    return "\n".join(lines)
+
+
 def leader_prompt(
     role: Role,
     *,
     roles: Mapping[str, Role],
     agents: Mapping[str, Mapping[str, Any]],
-    open_questions: list[Mapping[str, Any]],
+    pending: list[Mapping[str, Any]],
+    team: Mapping[str, Any],
 ) -> str:
     """The Team Leader's system prompt.
 
@@ -105,20 +117,25 @@ def leader_prompt(
         role: The leader's role (its body is the leader's persona).
         roles: Every role the leader may create members of.
         agents: The registry (the live roster).
-        open_questions: Pending requests waiting for the leader's answer.
+        pending: Every pending request (those waiting for the leader are listed).
+        team: Team-wide state (plan, task board).
     """
     catalogue = "\n".join(
         f"- {r.id}: {r.name}. {r.description}" for r in roles.values() if not r.is_leader
     )
-    pending = "\n".join(
-        f"- {q['id']} from {q['from']}: {q['body'][:200]}" for q in open_questions
-    ) or "- none"
+    mine = [q for q in pending if q.get("route") == role.name]
+    listing = "\n".join(f"- {q['id']} ({q['kind']}) from {q['from']}: {q['body'][:200]}" for q in mine) or "- none"
+    counts: dict[str, int] = {}
+    for q in pending:
+        counts[q["kind"]] = counts.get(q["kind"], 0) + 1
+    summary = ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items())) or "none"
     parts = [
         role.prompt,
         LEADER_RULES,
         f"# Roles you can create (create_sub_agent role_id)\n{catalogue}",
         f"# Your team now\n{_roster(agents, role.name)}",
-        f"# Questions waiting for your answer ({len(open_questions)} pending)\n{pending}",
+        _board(team),
+        f"# Pending requests: {summary}\nWaiting for you ({len(mine)}):\n{listing}",
     ]
     if role.thinking_mode == "deep":
         parts.append(DEEP_THINKING)
@@ -126,14 +143,17 @@ def leader_prompt(
 
 
 def member_prompt(
-    role: Role, *, name: str, agents: Mapping[str, Mapping[str, Any]]
+    role: Role, *, name: str, agents: Mapping[str, Mapping[str, Any]], team: Mapping[str, Any]
 ) -> str:
-    """A member's system prompt: team rules + role prompt + its name and the roster."""
+    """A member's system prompt: team rules + role prompt + its name, roster and board."""
     parts = [
         MEMBER_RULES,
         f"# Your role: {role.name}\n{role.prompt}",
         f"# You are {name}.\nThe team now:\n{_roster(agents, name)}",
+        _board(team),
     ]
+    if role.require_plan:
+        parts.append("Your role requires an approved plan: call submit_plan and wait for approval before you use your work tools.")
     if role.thinking_mode == "deep":
         parts.append(DEEP_THINKING)
     return "\n\n".join(parts)

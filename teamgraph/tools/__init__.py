@@ -11,23 +11,37 @@ from teamgraph.runtime import TeamRuntime
 from teamgraph.tools.files import make_file_tools
 from teamgraph.tools.leader import make_leader_tools
 from teamgraph.tools.member import make_member_tools
+from teamgraph.tools.protocols import make_protocol_tools
 
-TOOL_SET_FACTORIES: dict[str, Callable[[TeamRuntime], list[BaseTool]]] = {
-    "leader": make_leader_tools,
-    "member": make_member_tools,
-    "files": make_file_tools,
+TOOL_SET_FACTORIES: dict[str, Callable[[TeamRuntime, Role], list[BaseTool]]] = {
+    "leader": lambda runtime, role: make_leader_tools(runtime),
+    "member": lambda runtime, role: make_member_tools(runtime),
+    "files": lambda runtime, role: make_file_tools(runtime),
+    "protocols": lambda runtime, role: make_protocol_tools(runtime, leader=role.is_leader),
 }
 """Tool set name -> factory. Sets not built yet (later issues) contribute no tools."""
 
 
 def tools_for_role(runtime: TeamRuntime, role: Role) -> list[BaseTool]:
-    """The tools an agent of ``role`` gets: the union of its tool sets, in order."""
+    """The tools an agent of ``role`` gets: its tool sets, then the user's own tools."""
     tools: dict[str, BaseTool] = {}
     for name in role.tools:
         factory = TOOL_SET_FACTORIES.get(name)
-        for t in factory(runtime) if factory else ():
+        for t in factory(runtime, role) if factory else ():
             tools.setdefault(t.name, t)
+    for t in runtime.tools_of(role):
+        tools.setdefault(t.name, t)
     return list(tools.values())
 
 
-__all__ = ["TOOL_SET_FACTORIES", "tools_for_role"]
+WORK_TOOL_SETS = ("files",)
+"""Sets whose tools do the work (as opposed to talking to the team)."""
+
+
+def work_tool_names(runtime: TeamRuntime, role: Role) -> set[str]:
+    """Names of the work tools of ``role``: a role that requires a plan waits for it to use them."""
+    names = {t.name for s in WORK_TOOL_SETS if s in role.tools for t in TOOL_SET_FACTORIES[s](runtime, role)}
+    return names | {t.name for t in runtime.tools_of(role)}
+
+
+__all__ = ["TOOL_SET_FACTORIES", "WORK_TOOL_SETS", "tools_for_role", "work_tool_names"]

@@ -78,11 +78,11 @@ def require_question(view: View, question_id: str, *, kinds: set[str]) -> dict[s
     answered_now = any(
         e["kind"] == "answer" and e["request_id"] == question_id for e in view["effects"]
     )
-    if record is None or record["kind"] not in kinds or record["to"] != caller(view):
+    if record is None or record["kind"] not in kinds or record.get("route", record["to"]) != caller(view):
         mine = [
             rid
             for rid, r in view["requests"].items()
-            if is_pending(r) and r["kind"] in kinds and r["to"] == caller(view)
+            if is_pending(r) and r["kind"] in kinds and r.get("route") == caller(view)
         ]
         raise fail(
             f"Unknown question id '{question_id}'. Questions waiting for your answer: "

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from teamgraph.messaging import effects
 from teamgraph.messaging.envelopes import LEADER
-from teamgraph.protocols.requests import is_pending
+from teamgraph.protocols.requests import ASK, QUESTION, is_pending
 from teamgraph.roles import Role
 from teamgraph.runtime import TeamRuntime
 from teamgraph.tools.context import (
@@ -30,6 +30,15 @@ def instance_name(view: View, role: Role) -> str:
     """The next display name for ``role``: numbered per role from 1, never reused."""
     taken = view["team"].get("instances", {}).get(role.id, 0)
     return f"{role.name}_{taken + spawned_this_step(view, role.id) + 1}"
+
+
+def require_approved_plan(runtime: TeamRuntime, view: View) -> None:
+    """With ``Policy.require_plan``, refuse delegation until a plan is approved."""
+    if runtime.policy.require_plan and view["team"].get("plan", {}).get("status") != "approved":
+        raise fail(
+            "No approved plan yet: this team requires one before you create members or "
+            "delegate. Call propose_plan(summary, steps, complexity) and wait for approval."
+        )
 
 
 def make_leader_tools(runtime: TeamRuntime) -> list[BaseTool]:
@@ -58,6 +67,7 @@ def make_leader_tools(runtime: TeamRuntime) -> list[BaseTool]:
             role_id: The role's id, e.g. "ui-operator" (see list_agents).
             task: The first task; without one the member waits for a message.
         """
+        require_approved_plan(runtime, view)
         role = runtime.roles.get(role_id)
         if role is None or role.is_leader:
             ids = ", ".join(r for r in runtime.roles if r != "team-leader")
@@ -119,6 +129,7 @@ def make_leader_tools(runtime: TeamRuntime) -> list[BaseTool]:
             display_name: The member's display name.
             message: The text; write only the body, the envelope is added for you.
         """
+        require_approved_plan(runtime, view)
         require_member(view, display_name)
         return reply(
             f"Message sent to {display_name}.",
@@ -139,14 +150,15 @@ def make_leader_tools(runtime: TeamRuntime) -> list[BaseTool]:
             display_name: The member's display name.
             question: A specific, answerable question.
         """
+        require_approved_plan(runtime, view)
         require_member(view, display_name)
         return defer(
-            effects.ask(
+            effects.open_request(
+                request_kind=QUESTION,
                 to=display_name,
-                question=question,
+                body=question,
                 call_id=tool_call_id,
                 tool="ask_sub_agent",
-                request_kind=effects.QUESTION,
                 reply_via="output",
             )
         )
@@ -164,7 +176,7 @@ def make_leader_tools(runtime: TeamRuntime) -> list[BaseTool]:
             question_id: The id in the question's envelope, e.g. "ask_3".
             answer: Your answer.
         """
-        record = require_question(view, question_id, kinds={effects.ASK_MASTER})
+        record = require_question(view, question_id, kinds={ASK})
         return reply(
             f"Answered {question_id} ({record['from']}).",
             tool_call_id,

@@ -9,6 +9,7 @@ from langgraph.prebuilt import InjectedState
 
 from teamgraph.messaging import effects
 from teamgraph.messaging.envelopes import LEADER
+from teamgraph.protocols.requests import ASK, QUESTION
 from teamgraph.runtime import TeamRuntime
 from teamgraph.tools.context import View, caller, defer, fail, reply, require_member, require_question
 
@@ -38,12 +39,8 @@ def make_member_tools(runtime: TeamRuntime) -> list[BaseTool]:
         if caller(view) == LEADER:
             raise fail("You are the Team Leader: there is no master to ask.")
         return defer(
-            effects.ask(
-                to=LEADER,
-                question=question,
-                call_id=tool_call_id,
-                tool="ask_master",
-                request_kind=effects.ASK_MASTER,
+            effects.open_request(
+                request_kind=ASK, body=question, call_id=tool_call_id, tool="ask_master"
             )
         )
 
@@ -64,12 +61,12 @@ def make_member_tools(runtime: TeamRuntime) -> list[BaseTool]:
             raise fail("To ask the Team Leader, use ask_master.")
         require_member(view, display_name)
         return defer(
-            effects.ask(
+            effects.open_request(
+                request_kind=QUESTION,
                 to=display_name,
-                question=question,
+                body=question,
                 call_id=tool_call_id,
                 tool="ask_other_agent",
-                request_kind=effects.QUESTION,
             )
         )
 
@@ -86,7 +83,7 @@ def make_member_tools(runtime: TeamRuntime) -> list[BaseTool]:
             question_id: The id in the question's envelope, e.g. "ask_4".
             answer: Your answer.
         """
-        record = require_question(view, question_id, kinds={effects.QUESTION})
+        record = require_question(view, question_id, kinds={QUESTION})
         return reply(
             f"Answered {question_id} ({record['from']}).",
             tool_call_id,

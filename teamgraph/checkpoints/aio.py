@@ -1,0 +1,66 @@
+"""The async checkpointer: AsyncSqliteSaver on the team's SQLite file.
+
+Use it for ``graph.ainvoke`` / ``graph.astream``. The file is the same one the
+sync saver writes (``<home>/teamgraph.sqlite``), opened the same way (WAL mode,
+a busy timeout), so a thread started async can be read or resumed by sync code
+and the other way round.
+
+Example:
+    ```python
+    from teamgraph import Team
+    from teamgraph.checkpoints.aio import open_async_sqlite_saver
+
+    async with open_async_sqlite_saver(".teamgraph/teamgraph.sqlite") as saver:
+        graph = Team(checkpointer=saver).compile()
+        config = {"configurable": {"thread_id": "t1"}}
+        await graph.ainvoke({"messages": [("user", "Build a login page")]}, config)
+        state = await graph.aget_state(config)
+    ```
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import aiosqlite
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+from teamgraph.checkpoints.saver import BUSY_TIMEOUT_MS
+
+__all__ = ["open_async_sqlite_saver"]
+
+
+async def _connect(path: Path) -> aiosqlite.Connection:
+    """Open the SQLite file in WAL mode with a busy timeout (as ``saver.connect``)."""
+    conn = await aiosqlite.connect(path)
+    try:
+        await conn.execute("PRAGMA journal_mode=WAL")
+        await conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        await conn.execute("PRAGMA synchronous=NORMAL")
+    except BaseException:
+        await conn.close()
+        raise
+    return conn
+
+
+@asynccontextmanager
+async def open_async_sqlite_saver(path: str | Path) -> AsyncIterator[AsyncSqliteSaver]:
+    """An AsyncSqliteSaver on ``path`` (created if missing), closed on exit.
+
+    Args:
+        path: The SQLite file, e.g. ``Team(...).db_path``. Its folder is created.
+
+    Yields:
+        The saver, its tables set up; pass it as ``Team(checkpointer=saver)``.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = await _connect(path)
+    try:
+        saver = AsyncSqliteSaver(conn)
+        await saver.setup()
+        yield saver
+    finally:
+        await conn.close()

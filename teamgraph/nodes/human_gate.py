@@ -1,0 +1,62 @@
+"""The human gate: the one place the team pauses for a person.
+
+It raises a single ``interrupt()`` carrying every request routed to a person and
+turns the answers it is resumed with into effects for the router. One interrupt
+per task on purpose: LangGraph derives interrupt ids from the task, and several
+interrupts in one task get mixed up (langgraph issues #6533, #8579).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.types import interrupt
+
+from teamgraph.messaging import effects
+from teamgraph.protocols.requests import HUMAN, check_human_answer, expected_answer, is_pending, public_view
+
+HUMAN_AGENT = "human"
+"""The author name of the human gate's effects."""
+
+
+def pending_for_person(requests: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The pending requests that wait for a person, by id."""
+    return {rid: r for rid, r in requests.items() if is_pending(r) and r.get("route") == HUMAN}
+
+
+def check_answers(answers: Any, pending: dict[str, dict[str, Any]]) -> str | None:
+    """Why a resume value is refused, or None if every answer in it is valid."""
+    listing = "; ".join(f"{rid} takes {expected_answer(r['kind'])}" for rid, r in pending.items())
+    if not isinstance(answers, dict) or not answers:
+        return (
+            f"Resume refused: expected a dict {{request_id: answer}}, got {answers!r}. "
+            f"Pending: {listing}. Example: Command(resume={{'{next(iter(pending))}': ...}})."
+        )
+    for rid, value in answers.items():
+        problem = check_human_answer(pending.get(rid), rid, value)
+        if problem:
+            return f"Resume refused: {problem}. Nothing was changed. Pending: {listing}."
+    return None
+
+
+def human_gate(state: dict[str, Any]) -> dict[str, Any]:
+    """Pause for a person; apply the answers given (some or all of the requests)."""
+    pending = pending_for_person(state.get("requests", {}))
+    if not pending:
+        return {}
+    payload: dict[str, Any] = {"requests": {rid: public_view(r) for rid, r in pending.items()}}
+    if error := state.get("team", {}).get("resume_error"):
+        payload["error"] = error
+    answers = interrupt(payload)
+    # NOTE: a refused value must change nothing, and raising here would leave the bad
+    # resume value stuck to this task; so the refusal goes back through the router
+    # and the next interrupt carries it in "error".
+    problem = check_answers(answers, pending)
+    if problem:
+        return {"outbox": [{**effects.resume_error(error=problem), "agent": HUMAN_AGENT}]}
+    return {
+        "outbox": [
+            {**effects.human_answer(request_id=rid, value=value), "agent": HUMAN_AGENT}
+            for rid, value in answers.items()
+        ]
+    }

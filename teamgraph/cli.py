@@ -33,7 +33,6 @@ import yaml
 from rich import box
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
-from rich.markup import escape
 from rich.panel import Panel
 from rich.prompt import Confirm, Prompt
 from rich.rule import Rule
@@ -51,7 +50,7 @@ EXIT_PAUSED = 3
 EXIT_INTERRUPTED = 130
 
 # Request types a person answers with yes/no (plus feedback); anything else takes text.
-APPROVAL_TYPES = frozenset({"plan", "member_plan", "approval", "shutdown"})
+APPROVAL_TYPES = frozenset({"plan", "member_plan", "approval"})
 _YES = frozenset({"yes", "y", "approve", "approved", "ok", "true"})
 _NO = frozenset({"no", "n", "reject", "rejected", "false"})
 
@@ -73,7 +72,6 @@ _STATUS_STYLE = {
 
 app = typer.Typer(
     name="teamgraph",
-    help="Run a team of LLM agents (a Team Leader and role-based members) on a task.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -116,7 +114,7 @@ def _error_text(exc: BaseException) -> tuple[str, int]:
     if isinstance(exc, ModelNotConfiguredError):
         head, *bullets = str(exc).splitlines()
         items = [b.strip().removeprefix("- ").strip() for b in bullets if b.strip()]
-        choose = [i for i in items if not i.lower().startswith("choose one of")]
+        choose = [i for i in items if not i.lower().startswith(("choose one of", "pass model="))]
         message = head
         if choose:
             message += " Choose one of: " + " ".join(choose)
@@ -128,10 +126,8 @@ def _error_text(exc: BaseException) -> tuple[str, int]:
     if isinstance(exc, KeyError) and exc.args:
         return _one_line(str(exc.args[0])), EXIT_ERROR
     if isinstance(exc, (ValueError, OSError, RuntimeError, sqlite3.Error)):
-        name = type(exc).__name__
-        text = _one_line(str(exc)) or name
-        known = ("ValueError", "RoleFileError", "RuntimeError", "OSError")
-        return (text if name in known else f"{name}: {text}"), EXIT_ERROR
+        # Our own errors (and the standard families) explain themselves.
+        return _one_line(str(exc)) or type(exc).__name__, EXIT_ERROR
     text = _one_line(str(exc))
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__, EXIT_ERROR
 
@@ -199,11 +195,18 @@ def _display_path(path: Path) -> str:
         return str(path)
 
 
+def _to(request: Mapping[str, Any]) -> str:
+    """Who answers a request: "you" when it is routed to a person."""
+    return "you" if request.get("route") == "human" else str(request.get("to"))
+
+
 def _answer_text(answer: Any) -> str:
     if isinstance(answer, Mapping) and "approve" in answer:
         verdict = "approved" if answer.get("approve") else "rejected"
         note = answer.get("feedback") or answer.get("reason") or ""
         return f"{verdict}: {note}" if note else verdict
+    if isinstance(answer, Mapping) and set(answer) == {"answer"}:
+        return _answer_text(answer["answer"])
     if answer is None:
         return ""
     return answer if isinstance(answer, str) else json.dumps(answer, ensure_ascii=False, default=str)
@@ -232,6 +235,7 @@ AnswerOption = Annotated[
     typer.Option(
         "--answer",
         "-a",
+        metavar="ID=VALUE",
         help='Answer a pause without asking: ID=VALUE, e.g. ask_1="Use blue", plan_2=yes, plan_2=no:"too big". Repeatable.',
     ),
 ]
@@ -241,7 +245,11 @@ NoPlanOption = Annotated[
 ]
 PolicyOption = Annotated[
     list[str] | None,
-    typer.Option("--policy", help="Set a Policy field: KEY=VALUE, e.g. max_parallel=4. Repeatable."),
+    typer.Option(
+        "--policy",
+        metavar="KEY=VALUE",
+        help="Set a Policy field, e.g. ask=human (members' questions come to you) or max_parallel=4. Repeatable.",
+    ),
 ]
 
 
@@ -269,14 +277,23 @@ def _root(
 # --------------------------------------------------------------------------- building teams
 
 
-def _policy(no_plan: bool = False, settings: Iterable[str] | None = None, *, base: Mapping[str, Any] | None = None):
-    """A Policy from the CLI's flags; fields the installed Policy lacks are skipped."""
+def _policy(
+    *, base: Mapping[str, Any] | None = None, no_plan: bool = False, settings: Iterable[str] | None = None
+):
+    """A Policy from the CLI's defaults, ``base`` (saved or the demo's), and the flags.
+
+    The CLI makes the Team Leader get its plan approved first (``require_plan``)
+    unless ``--no-plan``; fields the installed Policy lacks are skipped.
+    """
     from teamgraph.policy import Policy
 
     fields = Policy.model_fields
-    values: dict[str, Any] = dict(base or {})
+    values: dict[str, Any] = {}
     if "require_plan" in fields:
-        values["require_plan"] = not no_plan
+        values["require_plan"] = True
+    values.update({k: v for k, v in (base or {}).items() if k in fields})
+    if no_plan and "require_plan" in fields:
+        values["require_plan"] = False
     for item in settings or ():
         key, sep, raw = item.partition("=")
         key = key.strip()
@@ -291,6 +308,34 @@ def _policy(no_plan: bool = False, settings: Iterable[str] | None = None, *, bas
     return Policy(**values)
 
 
+SETTINGS_FILE = "cli-threads.json"
+"""In the home folder: the model and policy each thread was run with, so `resume` reuses them."""
+
+
+def _load_thread_settings(home: Path, thread: str) -> dict[str, Any]:
+    path = Path(home) / SETTINGS_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    entry = data.get(thread) if isinstance(data, dict) else None
+    return entry if isinstance(entry, dict) else {}
+
+
+def _save_thread_settings(home: Path, thread: str, **entry: Any) -> None:
+    path = Path(home) / SETTINGS_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        data = data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        data = {}
+    data[thread] = entry
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1, ensure_ascii=False), encoding="utf-8")
+    tmp.replace(path)
+
+
 def _model_spec(model: str | None) -> str:
     """The model spec from --model or the environment; fails with the setup help."""
     from teamgraph.models import ModelNotConfiguredError, resolve_model
@@ -298,7 +343,10 @@ def _model_spec(model: str | None) -> str:
     spec = (model or os.environ.get(MODEL_ENV, "")).strip()
     if not spec:
         raise ModelNotConfiguredError()
-    resolve_model(spec)  # fail now, in one line, if the spec or its credentials are wrong
+    try:
+        resolve_model(spec)  # fail now, in one line, if the spec or its credentials are wrong
+    except (ValueError, TypeError) as exc:
+        raise CLIError(_error_text(exc)[0], EXIT_NO_MODEL) from None
     return spec
 
 
@@ -399,7 +447,7 @@ class TeamView:
             old = self.requests.get(rid)
             if old is None:
                 events.append(
-                    f"? {rid} {record.get('from')} → {record.get('to')}: {_clip(record.get('body'), 100)}"
+                    f"? {rid} {record.get('from')} → {_to(record)}: {_clip(record.get('body'), 100)}"
                 )
             if record.get("status") != "pending" and (old is None or old.get("status") == "pending"):
                 events.append(f"✓ {rid} {record.get('status')}: {_clip(_answer_text(record.get('answer')), 100)}")
@@ -420,13 +468,18 @@ class TeamView:
         table.add_column("latest action", overflow="ellipsis", no_wrap=True, max_width=70)
         for name, rec in self.agents.items():
             mark = "▶ " if name in self.scheduled else "  "
+            action = _clip(rec.get("last_action"), 70)
+            waits = [w for w in (rec.get("waits") or {}).values() if isinstance(w, Mapping)]
+            if waits:
+                on = ", ".join(f"{w.get('on')} ({w.get('request') or w.get('tool')})" for w in waits)
+                action = f"waits for {on} · {action}"
             table.add_row(
                 mark + name,
                 str(rec.get("role", "")),
                 _status(rec.get("status", "")),
                 str(rec.get("steps", 0)),
                 str(rec.get("tool_calls", 0)),
-                _clip(rec.get("last_action"), 70),
+                action,
             )
         pending = [(rid, r) for rid, r in self.requests.items() if r.get("status") == "pending"]
         parts: list[RenderableType] = [
@@ -436,7 +489,7 @@ class TeamView:
         if pending:
             lines = Text("Pending requests\n", style="bold yellow")
             for rid, r in pending:
-                lines.append(f"  {rid}  {r.get('from')} → {r.get('to')}: {_clip(r.get('body'), 80)}\n")
+                lines.append(f"  {rid}  {r.get('from')} → {_to(r)}: {_clip(r.get('body'), 80)}\n")
             parts.append(lines)
         return Group(*parts)
 
@@ -481,10 +534,26 @@ class Session:
                 resume = self.collect_answers(pending)
                 payload = Command(resume=resume)
         except KeyboardInterrupt:
+            if self.interactive:
+                self.out.print()  # end the prompt's line
             raise CLIError(
                 f"Interrupted. Thread {self.thread} is saved at its last step; continue with: {self.resume_hint}",
                 EXIT_INTERRUPTED,
             ) from None
+        except EOFError:  # Ctrl-D at a prompt
+            self.out.print()
+            raise CLIError(self.paused_message(self.pending(), reason="no answer was typed"), EXIT_PAUSED) from None
+        except CLIError:
+            raise
+        except Exception as exc:
+            if _settings["debug"]:
+                raise
+            message, code = _error_text(exc)
+            raise CLIError(
+                f"{message.rstrip('.')}. Thread {self.thread} is saved at its last step; "
+                f"once fixed, continue with: {self.resume_hint}",
+                code,
+            ) from exc
         unused = sorted(set(self.answers) - self.used)
         if unused:
             self.out.print(
@@ -506,22 +575,29 @@ class Session:
                     for line in view.apply(node, update):
                         self.out.print(line, markup=False, soft_wrap=True)
 
-    def pending(self) -> dict[str, dict[str, Any]]:
-        """The requests the thread is paused on, by id (empty when it is not paused)."""
+    def pause(self) -> tuple[dict[str, dict[str, Any]], str | None]:
+        """The requests the thread is paused on, by id, and the last refused answer's error."""
         snapshot = self.graph.get_state(self.config)
         requests: dict[str, dict[str, Any]] = {}
+        error = None
         for interrupt in getattr(snapshot, "interrupts", ()) or ():
             value = getattr(interrupt, "value", None)
             if isinstance(value, Mapping) and isinstance(value.get("requests"), Mapping):
                 requests.update(value["requests"])
+                error = value.get("error") or error
             elif value is not None:
                 requests[str(getattr(interrupt, "id", "interrupt"))] = {"type": "ask", "question": str(value)}
-        return requests
+        return requests, error
+
+    def pending(self) -> dict[str, dict[str, Any]]:
+        """The requests the thread is paused on, by id (empty when it is not paused)."""
+        return self.pause()[0]
 
     # -- pauses ---------------------------------------------------------------
 
     def collect_answers(self, pending: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
         """Resume values for the pending requests: from --answer, else from the person at the terminal."""
+        _, error = self.pause()
         resume: dict[str, Any] = {}
         for rid, request in pending.items():
             if rid in self.answers and rid not in self.used:
@@ -529,37 +605,49 @@ class Session:
                 self.used.add(rid)
         unanswered = {rid: r for rid, r in pending.items() if rid not in resume}
         if unanswered and self.interactive:
+            if error:
+                self.out.print(Text(error, style="yellow"), soft_wrap=True)
             for rid, request in unanswered.items():
                 resume[rid] = self.ask_person(rid, request)
         elif unanswered and not resume:
-            raise CLIError(self.paused_message(unanswered), EXIT_PAUSED)
+            raise CLIError(self.paused_message(unanswered, error), EXIT_PAUSED)
         return resume
 
-    def paused_message(self, pending: Mapping[str, Mapping[str, Any]]) -> str:
+    def paused_message(
+        self,
+        pending: Mapping[str, Mapping[str, Any]],
+        error: str | None = None,
+        *,
+        reason: str = "stdin is not a terminal",
+    ) -> str:
         items = []
         examples = []
         for rid, request in pending.items():
             kind = request.get("type", "ask")
-            what = request.get("question") or request.get("summary") or request.get("body") or ""
+            what = request.get("question") or request.get("summary") or request.get("plan") or ""
             detail = f": {_clip(what, 80)!r}" if what else ""
             items.append(f"{rid} ({kind} from {request.get('from', '?')}{detail})")
-            if kind in APPROVAL_TYPES:
+            if is_approval(request):
                 examples.append(f"--answer {rid}=yes (or {rid}=no:<feedback>)")
+            elif request.get("leader_decision") is not None:
+                examples.append(f'--answer {rid}=yes (keep the leader\'s answer) or {rid}="<your answer>"')
             else:
                 examples.append(f'--answer {rid}="..."')
+        refused = f" Your last answer was refused: {error}" if error else ""
         return (
-            f"Thread {self.thread} is paused for a person and stdin is not a terminal. Pending: "
+            f"Thread {self.thread} is paused for a person and {reason}.{refused} Pending: "
             f"{'; '.join(items)}. Answer with: {self.resume_hint} {' '.join(examples)}"
         )
 
     def ask_person(self, rid: str, request: Mapping[str, Any]) -> Any:
         self.out.print(describe_request(rid, request))
-        kind = request.get("type", "ask")
-        if kind in APPROVAL_TYPES:
+        if is_approval(request):
             approve = Confirm.ask(f"Approve {rid}?", console=self.out, default=True)
-            note = "Reason" if kind == "shutdown" else "Feedback"
-            feedback = Prompt.ask(f"{note} (optional)", console=self.out, default="", show_default=False)
-            return {"approve": approve, "reason" if kind == "shutdown" else "feedback": feedback}
+            feedback = Prompt.ask("Feedback (optional)", console=self.out, default="", show_default=False)
+            return {"approve": approve, "feedback": feedback}
+        if request.get("leader_decision") is not None:
+            if Confirm.ask(f"Keep the Team Leader's answer to {rid}?", console=self.out, default=True):
+                return {"approve": True, "feedback": ""}
         while True:
             answer = Prompt.ask(f"Answer {rid}", console=self.out)
             if answer.strip():
@@ -572,23 +660,50 @@ class Session:
         print_summary(self.out, self.team, self.graph, self.thread, title=title)
 
 
-def parse_answer(rid: str, request: Mapping[str, Any], raw: str) -> Any:
-    """An --answer value as the resume value its request type takes."""
-    kind = request.get("type", "ask")
-    if kind not in APPROVAL_TYPES:
-        return raw
+def is_approval(request: Mapping[str, Any]) -> bool:
+    """Whether a pending request takes ``{"approve": bool, "feedback": str}`` (not text)."""
+    if request.get("type") in APPROVAL_TYPES:
+        return True
+    # A question the leader answered first also mentions "approve" (to keep that answer),
+    # but it takes your own text as well: see parse_answer.
+    return request.get("leader_decision") is None and str(request.get("expects", "")).startswith('{"approve"')
+
+
+def _yes_no(raw: str) -> tuple[bool | None, str]:
     word, _, feedback = raw.partition(":")
     word = word.strip().lower()
-    if word in _YES:
-        approve = True
-    elif word in _NO:
-        approve = False
-    else:
-        raise CLIError(
-            f"{rid} is a {kind} approval: answer {rid}=yes or {rid}=no[:feedback] "
-            f"(or approve / reject[:feedback]); got {raw!r}."
-        )
-    return {"approve": approve, "reason" if kind == "shutdown" else "feedback": feedback.strip()}
+    verdict = True if word in _YES else False if word in _NO else None
+    return verdict, feedback.strip()
+
+
+def parse_answer(rid: str, request: Mapping[str, Any], raw: str) -> Any:
+    """An --answer value as the resume value its request takes.
+
+    A question takes the text. An approval (plan, member_plan, approval) takes
+    ``yes`` / ``no[:feedback]`` (or ``approve`` / ``reject[:feedback]``). A question the
+    Team Leader answered first takes ``yes`` (keep the leader's answer) or your own text.
+    """
+    verdict, feedback = _yes_no(raw)
+    if is_approval(request):
+        if verdict is None:
+            kind = request.get("type", "approval")
+            raise CLIError(
+                f"{rid} is a {kind} approval: answer {rid}=yes or {rid}=no[:feedback] "
+                f"(or approve / reject[:feedback]); got {raw!r}."
+            )
+        return {"approve": verdict, "feedback": feedback}
+    if request.get("leader_decision") is not None and verdict is not None:
+        return {"approve": verdict, "feedback": feedback}
+    return raw
+
+
+def _step_text(step: Any) -> str:
+    if isinstance(step, Mapping) and "title" in step:
+        text = f"{step['title']} ({step.get('role_id') or 'any role'})"
+        if step.get("depends_on"):
+            text += f", after step {', '.join(str(d) for d in step['depends_on'])}"
+        return text
+    return step if isinstance(step, str) else _answer_text(step)
 
 
 def describe_request(rid: str, request: Mapping[str, Any]) -> RenderableType:
@@ -596,7 +711,8 @@ def describe_request(rid: str, request: Mapping[str, Any]) -> RenderableType:
     kind = request.get("type", "ask")
     body = Text()
     shown = {"type", "from"}
-    for key in ("question", "summary", "plan", "steps", "leader_decision"):
+    hidden = {"expects", "opened_at"}
+    for key in ("question", "summary", "plan", "steps", "complexity", "leader_decision", "note"):
         if key not in request or request[key] in (None, "", [], {}):
             continue
         shown.add(key)
@@ -605,16 +721,17 @@ def describe_request(rid: str, request: Mapping[str, Any]) -> RenderableType:
         if isinstance(value, list):
             body.append("\n")
             for n, step in enumerate(value, 1):
-                body.append(f"  {n}. {_answer_text(step) if not isinstance(step, str) else step}\n")
+                body.append(f"  {n}. {_step_text(step)}\n")
         else:
             body.append(f"{_answer_text(value) if not isinstance(value, str) else value}\n")
     for key, value in request.items():
-        if key in shown or value in (None, "", [], {}):
+        if key in shown or key in hidden or value in (None, "", [], {}):
             continue
         body.append(f"{key}: ", style="bold")
         body.append(f"{value if isinstance(value, str) else _answer_text(value)}\n")
     title = f"{rid} · {kind} from {request.get('from', '?')}"
-    return Panel(body.rstrip() or Text("(no details)"), title=title, title_align="left", border_style="yellow")
+    body.rstrip()
+    return Panel(body if body.plain else Text("(no details)"), title=title, title_align="left", border_style="yellow")
 
 
 def _files_written(histories: Mapping[str, list[Any]], project_dir: Path) -> list[tuple[Path, str]]:
@@ -637,10 +754,10 @@ def _files_written(histories: Mapping[str, list[Any]], project_dir: Path) -> lis
 def _final_answer(messages: list[Any]) -> str:
     for message in reversed(messages or []):
         if getattr(message, "type", "") == "ai":
-            text = getattr(message, "text", None)
-            text = text() if callable(text) else text
-            if text is None:
-                text = message.content if isinstance(message.content, str) else str(message.content)
+            content = message.content
+            if isinstance(content, list):  # content blocks: keep the text ones
+                content = "".join(b if isinstance(b, str) else str(b.get("text", "")) for b in content)
+            text = str(content or "")
             if text.strip():
                 return text.strip()
     return ""
@@ -688,7 +805,7 @@ def print_summary(out: Console, team: Any, graph: Any, thread: str, *, title: st
             rtable.add_row(
                 rid,
                 str(r.get("kind", "")),
-                f"{r.get('from')} → {r.get('to')}",
+                f"{r.get('from')} → {_to(r)}",
                 _status(r.get("status", "")),
                 _clip(r.get("body"), 70),
                 _clip(_answer_text(r.get("answer")), 70),
@@ -711,12 +828,10 @@ def _hints(out: Console, thread: str, home: Path, agents: Iterable[str]) -> None
     out.print(f"  teamgraph threads{home_flag}", markup=False, soft_wrap=True)
 
 
-def _resume_hint(thread: str, home: Path, model: str | None) -> str:
+def _resume_hint(thread: str, home: Path) -> str:
     parts = ["teamgraph", "resume", shlex.quote(thread)]
     if Path(home) != Path(DEFAULT_HOME):
         parts += ["--home", shlex.quote(str(home))]
-    if model:
-        parts += ["--model", shlex.quote(model)]
     return " ".join(parts)
 
 
@@ -742,6 +857,10 @@ def demo(
     roles_dir: RolesDirOption = None,
     thread: Annotated[str | None, typer.Option("--thread", help="Thread id (default: demo-<n>, a new one).")] = None,
     answer: AnswerOption = None,
+    latency: Annotated[
+        float | None,
+        typer.Option("--latency", min=0.0, help="Seconds per scripted model call (default: 0.3 on a terminal, else 0)."),
+    ] = None,
 ) -> None:
     """Run the bundled scripted team offline: no model, no network.
 
@@ -751,14 +870,23 @@ def demo(
     """
     from teamgraph.demo import DEMO_TASK, demo_team, new_thread_id
 
-    team = demo_team(home, roles_dir=roles_dir)
-    thread = thread or new_thread_id(team.db_path)
     out = _console()
+    if latency is None:
+        latency = 0.3 if out.is_terminal else 0.0
+    team = demo_team(home, roles_dir=roles_dir, latency=latency)
+    thread = thread or new_thread_id(team.db_path)
     out.print(Text.assemble(("Demo", "bold"), " · a scripted team (no LLM, offline) · thread ", (thread, "bold")))
     out.print(Text.assemble(("Task: ", "bold"), DEMO_TASK))
-    session = Session(team, thread, answers=_parse_answers(answer), resume_hint=_resume_hint(thread, home, None))
+    session = Session(team, thread, answers=_parse_answers(answer), resume_hint=_resume_hint(thread, home))
     if session.graph.get_state(session.config).values:
         raise CLIError(f"Thread {thread} already exists; the demo needs a new thread (leave out --thread).")
+    _save_thread_settings(
+        home,
+        thread,
+        demo=True,
+        policy=team.runtime.policy.model_dump(mode="json"),
+        roles_dir=str(Path(roles_dir).resolve()) if roles_dir else None,
+    )
     session.drive({"messages": [("user", DEMO_TASK)]})
     session.summary()
     _hints(out, thread, home, session.graph.get_state(session.config).values.get("agents") or {})
@@ -767,7 +895,7 @@ def demo(
 @app.command()
 @_friendly
 def run(
-    task: Annotated[str, typer.Argument(help="What the team should do.")],
+    task: Annotated[str, typer.Argument(metavar="TASK", help="What the team should do.")],
     thread: Annotated[
         str | None, typer.Option("--thread", "-t", help="Thread id; an existing thread gets the task as a new message.")
     ] = None,
@@ -785,16 +913,25 @@ def run(
     if not task.strip():
         raise CLIError('Give the team a task, e.g. teamgraph run "Build a login page".', EXIT_NO_MODEL)
     spec = _model_spec(model)
-    team = Team(model=spec, roles_dir=roles_dir, policy=_policy(no_plan, policy), home=home)
+    team_policy = _policy(no_plan=no_plan, settings=policy)
+    team = Team(model=spec, roles_dir=roles_dir, policy=team_policy, home=home)
     thread = thread or new_thread_id(team.db_path, prefix="run")
-    session = Session(
-        team, thread, answers=_parse_answers(answer), resume_hint=_resume_hint(thread, home, model)
-    )
+    session = Session(team, thread, answers=_parse_answers(answer), resume_hint=_resume_hint(thread, home))
     paused = _paused_ids(session.graph, thread)
     if paused:
         raise CLIError(
-            f"Thread {thread} is paused for a person ({', '.join(paused)}); answer first: {session.resume_hint} --answer {paused[0]}=..."
+            f"Thread {thread} is paused for a person ({', '.join(paused)}); answer first: "
+            f"{session.resume_hint} --answer {paused[0]}=..."
         )
+    if spec.startswith("scripted:"):  # resume may run from another folder
+        spec = "scripted:" + str(Path(spec.split(":", 1)[1]).expanduser().resolve())
+    _save_thread_settings(
+        home,
+        thread,
+        model=spec,
+        policy=team_policy.model_dump(mode="json"),
+        roles_dir=str(Path(roles_dir).resolve()) if roles_dir else None,
+    )
     out = session.out
     out.print(Text.assemble(("teamgraph", "bold"), f" · {spec} · thread ", (thread, "bold")))
     session.drive({"messages": [("user", task)]})
@@ -805,7 +942,7 @@ def run(
 @app.command()
 @_friendly
 def resume(
-    thread: Annotated[str, typer.Argument(help="The thread to continue.")],
+    thread: Annotated[str, typer.Argument(metavar="THREAD", help="The thread to continue.")],
     answer: AnswerOption = None,
     model: ModelOption = None,
     home: HomeOption = Path(DEFAULT_HOME),
@@ -813,18 +950,25 @@ def resume(
     no_plan: NoPlanOption = False,
     policy: PolicyOption = None,
 ) -> None:
-    """Continue a paused thread: answer its pending requests (asked here, or --answer)."""
-    from teamgraph.demo.runner import DEMO_THREAD_PREFIX, demo_policy, demo_team
+    """Continue a paused thread: answer its pending requests (asked here, or --answer).
+
+    The model, policy and roles folder default to the ones the thread was run with.
+    """
+    from teamgraph.demo.runner import demo_policy, demo_team
     from teamgraph.team import Team
 
     _require_thread(home, thread)
-    if model is None and not os.environ.get(MODEL_ENV, "").strip() and thread.startswith(f"{DEMO_THREAD_PREFIX}-"):
-        team = demo_team(home, roles_dir=roles_dir, policy=_policy(no_plan, policy, base=demo_policy().model_dump()))
+    saved = _load_thread_settings(home, thread)
+    roles_dir = roles_dir or (Path(saved["roles_dir"]) if saved.get("roles_dir") else None)
+    if model is None and saved.get("demo"):
+        base = saved.get("policy") or demo_policy().model_dump(mode="json")
+        team = demo_team(home, roles_dir=roles_dir, policy=_policy(base=base, no_plan=no_plan, settings=policy))
         spec = "scripted demo"
     else:
-        spec = _model_spec(model)
-        team = Team(model=spec, roles_dir=roles_dir, policy=_policy(no_plan, policy), home=home)
-    session = Session(team, thread, answers=_parse_answers(answer), resume_hint=_resume_hint(thread, home, model))
+        spec = _model_spec(model or saved.get("model"))
+        team_policy = _policy(base=saved.get("policy"), no_plan=no_plan, settings=policy)
+        team = Team(model=spec, roles_dir=roles_dir, policy=team_policy, home=home)
+    session = Session(team, thread, answers=_parse_answers(answer), resume_hint=_resume_hint(thread, home))
     snapshot = session.graph.get_state(session.config)
     out = session.out
     if not session.pending() and not snapshot.next:
@@ -892,7 +1036,7 @@ def threads(home: HomeOption = Path(DEFAULT_HOME)) -> None:
 @app.command()
 @_friendly
 def history(
-    thread: Annotated[str, typer.Argument(help="The thread.")],
+    thread: Annotated[str, typer.Argument(metavar="THREAD", help="The thread.")],
     agent: Annotated[str | None, typer.Option("--agent", help='One agent only, e.g. "UI Operator_1".')] = None,
     home: HomeOption = Path(DEFAULT_HOME),
     roles_dir: RolesDirOption = None,

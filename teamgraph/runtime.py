@@ -55,6 +55,8 @@ class TeamRuntime:
     """Your own tools by role id; the key ``"*"`` gives tools to every member."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _models: dict[str, BaseChatModel] = field(default_factory=dict, repr=False)
+    tool_sets: dict[tuple[str, bool], list[BaseTool]] = field(default_factory=dict, repr=False)
+    """Built tool sets by (set name, leader side): building a tool's schema is slow."""
 
     def __post_init__(self) -> None:
         self.home = Path(self.home)

@@ -73,10 +73,15 @@ def demo_team(
     *,
     roles_dir: str | Path | None = None,
     policy: Policy | None = None,
+    latency: float = 0.0,
 ) -> Team:
-    """The demo team: the scripted model on ``demo.yaml``, SQLite in ``home``."""
+    """The demo team: the scripted model on ``demo.yaml``, SQLite in ``home``.
+
+    ``latency`` (seconds per model call) imitates a real model, so a person
+    watching the live view sees the members work in parallel.
+    """
     return Team(
-        model=ScriptedChatModel(str(DEMO_SCRIPT)),
+        model=ScriptedChatModel(str(DEMO_SCRIPT), latency=latency),
         roles_dir=roles_dir,
         policy=policy or demo_policy(),
         home=home,

@@ -22,6 +22,7 @@ from langgraph._internal._constants import (
 from langgraph.errors import GraphBubbleUp
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.config import get_stream_writer
 
 from teamgraph.messaging import effects
 from teamgraph.messaging.envelopes import LEADER
@@ -39,14 +40,19 @@ AGENT_KEY = "teamgraph_agent"
 ROLE_KEY = "teamgraph_role"
 
 
-class StepState(TypedDict):
+class StepOutput(TypedDict):
+    """What a step returns: the agent's new messages and the effects for the router."""
+
+    new: Annotated[list[AnyMessage], operator.add]
+    effects: Annotated[list[dict[str, Any]], operator.add]
+
+
+class StepState(StepOutput):
     """The role subgraph's state: one step of one agent."""
 
     agent: str
     messages: list[AnyMessage]
     view: dict[str, Any]
-    new: Annotated[list[AnyMessage], operator.add]
-    effects: Annotated[list[dict[str, Any]], operator.add]
 
 
 def build_role_subgraph(runtime: TeamRuntime, role: Role) -> CompiledStateGraph:
@@ -77,7 +83,9 @@ def build_role_subgraph(runtime: TeamRuntime, role: Role) -> CompiledStateGraph:
         ai = state["new"][-1]
         return "tools" if ai.tool_calls or ai.invalid_tool_calls else END
 
-    builder = StateGraph(StepState)
+    # NOTE: the output schema keeps the prompt and history out of the subgraph's
+    # output, which LangGraph's "messages" stream mode would otherwise replay.
+    builder = StateGraph(StepState, output_schema=StepOutput)
     builder.add_node("model", call_model)
     builder.add_node("tools", call_tools)
     builder.add_edge(START, "model")
@@ -188,6 +196,16 @@ def run_step(
         deferred=[c for c in calls if c not in answered],
     )
     outbox = [{**e, "agent": name} for e in (*result["effects"], summary)]
+    get_stream_writer()(
+        {
+            AGENT_KEY: name,
+            ROLE_KEY: role.id,
+            "event": "step",
+            "text": summary["text"],
+            "tool_calls": [c["name"] for c in ai.tool_calls],
+            "ended_turn": summary["ended_turn"],
+        }
+    )
     return {"histories": {name: new}, "outbox": outbox}
 
 

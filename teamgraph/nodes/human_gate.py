@@ -26,7 +26,10 @@ def pending_for_person(requests: dict[str, dict[str, Any]]) -> dict[str, dict[st
 
 def check_answers(answers: Any, pending: dict[str, dict[str, Any]]) -> str | None:
     """Why a resume value is refused, or None if every answer in it is valid."""
-    listing = "; ".join(f"{rid} takes {expected_answer(r['kind'])}" for rid, r in pending.items())
+    listing = "; ".join(
+        f"{rid} takes {expected_answer(r['kind'], leader_decided=r.get('leader_decision') is not None)}"
+        for rid, r in pending.items()
+    )
     if not isinstance(answers, dict) or not answers:
         return (
             f"Resume refused: expected a dict {{request_id: answer}}, got {answers!r}. "

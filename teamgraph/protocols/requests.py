@@ -91,10 +91,12 @@ def is_pending(record: dict[str, Any] | None) -> bool:
     return record is not None and record["status"] == PENDING
 
 
-def expected_answer(kind: str) -> str:
+def expected_answer(kind: str, *, leader_decided: bool = False) -> str:
     """What a person's resume value for a request of ``kind`` must look like."""
     if kind in APPROVAL_KINDS:
         return '{"approve": true or false, "feedback": "..."}'
+    if leader_decided:
+        return "a string (your own answer), or {\"approve\": true} to confirm the leader's answer"
     return "a string (your answer)"
 
 
@@ -115,7 +117,7 @@ def check_human_answer(record: dict[str, Any] | None, request_id: str, value: An
             return None
         if record["kind"] not in APPROVAL_KINDS and isinstance(value, str) and value.strip():
             return None  # a question the leader answered first: a string overrides it
-        return f"request '{request_id}' takes {expected_answer(record['kind'])}, got {value!r}"
+        return f"request '{request_id}' takes {expected_answer(record['kind'], leader_decided=True)}, got {value!r}"
     if isinstance(value, str) and value.strip():
         return None
     return f"request '{request_id}' takes {expected_answer(record['kind'])}, got {value!r}"
@@ -131,6 +133,6 @@ def public_view(record: dict[str, Any]) -> dict[str, Any]:
         view["leader_decision"] = record["leader_decision"]
     if record.get("note"):
         view["note"] = record["note"]
-    view["expects"] = expected_answer(record["kind"])
+    view["expects"] = expected_answer(record["kind"], leader_decided=record.get("leader_decision") is not None)
     view["opened_at"] = record["opened_at"]
     return view

@@ -22,12 +22,20 @@ TOOL_SET_FACTORIES: dict[str, Callable[[TeamRuntime, Role], list[BaseTool]]] = {
 """Tool set name -> factory. Sets not built yet (later issues) contribute no tools."""
 
 
+def tool_set(runtime: TeamRuntime, name: str, role: Role) -> list[BaseTool]:
+    """The tools of set ``name`` for ``role``'s side (leader or member), built once per team."""
+    key = (name, role.is_leader)
+    if key not in runtime.tool_sets:
+        factory = TOOL_SET_FACTORIES.get(name)
+        runtime.tool_sets[key] = factory(runtime, role) if factory else []
+    return runtime.tool_sets[key]
+
+
 def tools_for_role(runtime: TeamRuntime, role: Role) -> list[BaseTool]:
     """The tools an agent of ``role`` gets: its tool sets, then the user's own tools."""
     tools: dict[str, BaseTool] = {}
     for name in role.tools:
-        factory = TOOL_SET_FACTORIES.get(name)
-        for t in factory(runtime, role) if factory else ():
+        for t in tool_set(runtime, name, role):
             tools.setdefault(t.name, t)
     for t in runtime.tools_of(role):
         tools.setdefault(t.name, t)
@@ -40,7 +48,7 @@ WORK_TOOL_SETS = ("files",)
 
 def work_tool_names(runtime: TeamRuntime, role: Role) -> set[str]:
     """Names of the work tools of ``role``: a role that requires a plan waits for it to use them."""
-    names = {t.name for s in WORK_TOOL_SETS if s in role.tools for t in TOOL_SET_FACTORIES[s](runtime, role)}
+    names = {t.name for s in WORK_TOOL_SETS if s in role.tools for t in tool_set(runtime, s, role)}
     return names | {t.name for t in runtime.tools_of(role)}
 
 

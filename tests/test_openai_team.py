@@ -1,0 +1,127 @@
+"""A team on the real ChatOpenAI client, over HTTP, against a local OpenAI-protocol server."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from langchain_core.messages import AIMessageChunk
+
+from teamgraph import Team
+
+LEADER = "Team Leader"
+
+
+def agent_of(body: dict) -> str:
+    """Which agent sent a request: members' system prompts say "You are <name>."."""
+    system = body["messages"][0]["content"]
+    match = re.search(r"# You are (.+?)\.\n", system)
+    return match.group(1) if match else LEADER
+
+
+def turns(body: dict) -> int:
+    """How many assistant messages the agent already has (its turn index)."""
+    return sum(1 for m in body["messages"] if m["role"] == "assistant")
+
+
+@pytest.fixture
+def openai_team(openai_server, monkeypatch, tmp_path):
+    """Start a server with a per-agent script and a Team that talks to it."""
+
+    def start(scripts: dict[str, list], *, errors: list | None = None):
+        pending_errors = list(errors or [])
+
+        def answer(body: dict):
+            if pending_errors:
+                return pending_errors.pop(0)
+            return scripts[agent_of(body)][turns(body)]
+
+        server = openai_server(answer)
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+        team = Team(model="openai:gpt-test", home=tmp_path)
+        return server, team, team.compile()
+
+    return start
+
+
+DELEGATION = {
+    LEADER: [
+        {"content": None, "tool_calls": [{"name": "create_sub_agent", "arguments": {"role_id": "researcher", "task": "Compare cookies and JWT."}}]},
+        "",
+        "Researcher_1 recommends session cookies.",
+    ],
+    "Researcher_1": [
+        {"content": None, "tool_calls": [{"name": "write_file", "arguments": '{"path": "notes.md", "content": '}]},
+        {"content": None, "tool_calls": [{"name": "write_file", "arguments": {"path": "notes.md", "content": "cookies"}}]},
+        "Session cookies: simpler revocation. Notes in notes.md.",
+    ],
+}
+
+
+def test_tool_calls_round_trip_over_http(openai_team):
+    server, team, graph = openai_team(DELEGATION)
+    config = {"configurable": {"thread_id": "http"}}
+
+    out = graph.invoke({"messages": [("user", "Cookies or JWT?")]}, config)
+
+    assert out["messages"][-1].content == "Researcher_1 recommends session cookies."
+    assert (team.runtime.project_dir / "notes.md").read_text() == "cookies"
+    # The client sent our tools and the model name; every request is the OpenAI protocol.
+    first = server.requests[0]
+    assert first["model"] == "gpt-test"
+    assert "create_sub_agent" in {t["function"]["name"] for t in first["tools"]}
+    # The malformed arguments came back to the member as an error it could fix.
+    tool_results = [m.content for m in team.history(config, "Researcher_1") if m.type == "tool"]
+    assert tool_results[0].startswith("Error: the arguments of your write_file call were not valid JSON")
+    assert tool_results[1].startswith("Wrote 7 characters")
+
+
+def test_streamed_tokens_are_tagged_with_the_agent(openai_team):
+    server, team, graph = openai_team(DELEGATION)
+    config = {"configurable": {"thread_id": "stream"}}
+
+    tokens: dict[str, str] = {}
+    # NOTE: model calls run inside the role subgraphs, so their tokens need subgraphs=True.
+    stream = graph.stream({"messages": [("user", "Cookies or JWT?")]}, config, stream_mode="messages", subgraphs=True)
+    for _namespace, (chunk, meta) in stream:
+        if isinstance(chunk, AIMessageChunk) and chunk.content:
+            tokens[meta["teamgraph_agent"]] = tokens.get(meta["teamgraph_agent"], "") + chunk.content
+
+    assert any(r.get("stream") for r in server.requests)
+    assert tokens[LEADER] == "Researcher_1 recommends session cookies."
+    assert tokens["Researcher_1"] == "Session cookies: simpler revocation. Notes in notes.md."
+
+
+def test_provider_errors_are_retried(openai_team):
+    errors = [
+        {"error": {"status": 500, "message": "upstream hiccup", "retry_after": 0.01}},
+        {"error": {"status": 429, "message": "slow down", "retry_after": 0.01}},
+    ]
+    server, team, graph = openai_team(DELEGATION, errors=errors)
+    config = {"configurable": {"thread_id": "retry"}}
+
+    out = graph.invoke({"messages": [("user", "Cookies or JWT?")]}, config)
+
+    assert out["messages"][-1].content == "Researcher_1 recommends session cookies."
+    assert len(server.requests) == 2 + 6  # two failed attempts, then the 6 scripted answers
+
+
+def test_a_member_whose_provider_keeps_failing_is_reported_not_fatal(openai_team):
+    scripts = {
+        LEADER: [
+            {"content": None, "tool_calls": [{"name": "create_sub_agent", "arguments": {"role_id": "researcher", "task": "Look it up."}}]},
+            "",
+            "Researcher_1 failed; I will answer myself: cookies.",
+        ],
+        "Researcher_1": [{"error": {"status": 400, "message": "context too long"}}],
+    }
+    server, team, graph = openai_team(scripts)
+    config = {"configurable": {"thread_id": "fail"}}
+
+    out = graph.invoke({"messages": [("user", "Cookies or JWT?")]}, config)
+
+    assert out["agents"]["Researcher_1"]["status"] == "failed"
+    notices = [m.content for m in team.history(config, LEADER) if m.type == "human"]
+    assert any("Researcher_1 failed:" in n and "context too long" in n for n in notices)
+    assert out["messages"][-1].content == "Researcher_1 failed; I will answer myself: cookies."

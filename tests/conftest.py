@@ -36,3 +36,365 @@ def openai_server() -> Iterator[Callable[[Script], ScriptedOpenAIServer]]:
     yield start
     for server in servers:
         server.stop()
+
+
+# --- team scenario fixtures (tests/test_team_*.py) ------------------------------
+
+LEADER = "Team Leader"
+
+
+class TeamRun:
+    """One scripted team thread: the team, its compiled graph and the thread config."""
+
+    def __init__(self, team, graph, config, *, model=None, script=None) -> None:
+        self.team = team
+        self.graph = graph
+        self.config = config
+        self._model = model
+        self._script = script
+
+    def _use_script(self) -> None:
+        # A shared team's model plays the script of the run that uses it now.
+        if self._model is not None:
+            self._model.script = self._script
+
+    def send(self, text: str, *, callbacks: list | None = None) -> dict:
+        """A user message on this thread; returns ``graph.invoke``'s output."""
+        self._use_script()
+        config = {**self.config, "callbacks": callbacks} if callbacks else self.config
+        return self.graph.invoke({"messages": [("user", text)]}, config)
+
+    @property
+    def values(self) -> dict:
+        return self.graph.get_state(self.config).values
+
+    def history(self, name: str) -> list:
+        return self.team.history(self.config, name)
+
+    def agents(self) -> dict:
+        return self.team.agents(self.config)
+
+    def status(self, name: str) -> str:
+        return self.agents()[name]["status"]
+
+    def requests(self) -> dict:
+        return self.values.get("requests", {})
+
+    def tool_results(self, name: str, tool: str | None = None) -> list:
+        """The ToolMessages in ``name``'s history answering calls to ``tool`` (all if None)."""
+        from langchain_core.messages import AIMessage, ToolMessage
+
+        history = self.history(name)
+        called = {c["id"]: c["name"] for m in history if isinstance(m, AIMessage) for c in m.tool_calls}
+        called.update(
+            {c["id"]: c["name"] for m in history if isinstance(m, AIMessage) for c in m.invalid_tool_calls}
+        )
+        return [
+            m
+            for m in history
+            if isinstance(m, ToolMessage) and (tool is None or called.get(m.tool_call_id) == tool)
+        ]
+
+    def tool_result(self, name: str, tool: str, index: int = 0) -> str:
+        results = self.tool_results(name, tool)
+        assert len(results) > index, f"{name} has {len(results)} result(s) of {tool}: {results}"
+        return str(results[index].content)
+
+    def inbox_texts(self, name: str) -> list[str]:
+        """The user-role messages (envelopes, notices, user input) in ``name``'s history."""
+        from langchain_core.messages import HumanMessage
+
+        return [str(m.content) for m in self.history(name) if isinstance(m, HumanMessage)]
+
+    def user_replies(self) -> list[str]:
+        """The Team Leader's replies in the user-facing conversation."""
+        from langchain_core.messages import AIMessage
+
+        return [str(m.content) for m in self.values.get("messages", []) if isinstance(m, AIMessage)]
+
+    def supersteps(self, text: str) -> list[tuple[list[str], list[str]]]:
+        """Run a user message with ``stream_mode="updates"``.
+
+        Returns:
+            One ``(scheduled, ran)`` pair per router pass: the agents the router
+            scheduled and the agents whose steps ran in the superstep after it.
+        """
+        steps: list[tuple[list[str], list[str]]] = []
+        self._use_script()
+        for update in self.graph.stream(
+            {"messages": [("user", text)]}, self.config, stream_mode="updates"
+        ):
+            for node, value in update.items():
+                if node == "router":
+                    steps.append((list(value["team"]["scheduled"]), []))
+                elif isinstance(value, dict) and value.get("histories"):
+                    steps[-1][1].extend(value["histories"])
+        return steps
+
+
+@pytest.fixture
+def team_home(tmp_path: Path) -> Path:
+    """The home folder of the team under test (SQLite file, roles, project files).
+
+    A test that asks for it gets a team of its own in this folder (see make_team).
+    """
+    return tmp_path / "home"
+
+
+@pytest.fixture(scope="session")
+def shared_teams(tmp_path_factory):
+    """Compiled teams shared by tests that need no home of their own, one per policy.
+
+    Compiling a team builds every role's tools and subgraph (about a second), so
+    tests that only read state share one compiled team and each runs in a thread
+    of its own; the scripted model's script is swapped before every run.
+    """
+    from teamgraph import ScriptedChatModel, Team
+
+    cache: dict = {}
+
+    def get(policy):
+        key = policy.model_dump_json()
+        if key not in cache:
+            model = ScriptedChatModel({})
+            team = Team(model=model, home=tmp_path_factory.mktemp("shared-home"), policy=policy)
+            cache[key] = (team, team.compile(), model)
+        return cache[key]
+
+    return get
+
+
+@pytest.fixture
+def make_team(request, shared_teams):
+    """Factory: ``make_team(script, policy=..., roles_dir=..., home=..., thread=...)`` -> TeamRun.
+
+    ``script`` is a ScriptedChatModel script (a dict) or any chat model. A test
+    that uses ``team_home``, a ``roles_dir``, a ``home`` or a model of its own gets
+    a team of its own (in ``team_home`` unless ``home`` is given); others run in
+    a fresh thread of a shared compiled team. Nothing runs until ``run.send(...)``.
+    """
+    import itertools
+
+    from teamgraph import Policy, ScriptedChatModel, Team
+
+    own_home = "team_home" in request.fixturenames
+    threads = itertools.count(1)
+
+    def build(script, *, policy=None, roles_dir=None, thread: str | None = None, home=None) -> TeamRun:
+        policy = policy or Policy()
+        thread = thread or f"{request.node.name}-{next(threads)}"
+        config = {"configurable": {"thread_id": thread}}
+        if own_home or roles_dir is not None or home is not None or not isinstance(script, dict):
+            model = ScriptedChatModel(script) if isinstance(script, dict) else script
+            team = Team(
+                model=model,
+                home=home or request.getfixturevalue("team_home"),
+                policy=policy,
+                roles_dir=roles_dir,
+            )
+            return TeamRun(team, team.compile(), config)
+        team, graph, model = shared_teams(policy)
+        return TeamRun(team, graph, config, model=model, script=script)
+
+    return build
+
+
+@pytest.fixture
+def run_team(make_team):
+    """``run_team(script, user="...", **make_team_kwargs)``: build a team and send one message."""
+
+    def run(script, user: str = "Please do the work.", **kwargs) -> TeamRun:
+        team_run = make_team(script, **kwargs)
+        team_run.send(user)
+        return team_run
+
+    return run
+
+
+# --- human-in-the-loop fixtures (tests/test_hitl.py, tests/test_protocols.py) ----
+
+
+class FakeClock:
+    """A clock a test moves by hand: ``Team(clock=...)`` reads ``now()``."""
+
+    def __init__(self) -> None:
+        from datetime import datetime, timezone
+
+        self.current = datetime(2030, 1, 1, 9, 0, 0, tzinfo=timezone.utc)
+
+    def now(self):
+        return self.current
+
+    def advance(self, seconds: float) -> None:
+        from datetime import timedelta
+
+        self.current += timedelta(seconds=seconds)
+
+
+def assert_each_message_once(values: dict) -> None:
+    """Every history holds each message once: no repeated AI message, tool result or inbox batch.
+
+    Also checks that each tool result answers a tool call made earlier in the same history.
+    """
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+    for name, history in values.get("histories", {}).items():
+        ai_ids = [m.id for m in history if isinstance(m, AIMessage)]
+        assert None not in ai_ids, f"{name}: an AI message without an id"
+        assert len(ai_ids) == len(set(ai_ids)), f"{name}: an AI message appears twice: {ai_ids}"
+        results = [m.tool_call_id for m in history if isinstance(m, ToolMessage)]
+        assert len(results) == len(set(results)), f"{name}: a tool call answered twice: {results}"
+        inbox = [str(m.content) for m in history if isinstance(m, HumanMessage)]
+        assert len(inbox) == len(set(inbox)), f"{name}: a user-role message appears twice: {inbox}"
+        calls_so_far: set[str] = set()
+        for message in history:
+            if isinstance(message, AIMessage):
+                calls_so_far.update(c["id"] for c in message.tool_calls)
+            elif isinstance(message, ToolMessage):
+                assert message.tool_call_id in calls_so_far, (
+                    f"{name}: tool result for {message.tool_call_id} before (or without) its call"
+                )
+    user_ids = [m.id for m in values.get("messages", [])]
+    assert len(user_ids) == len(set(user_ids)), f"the user conversation repeats a message: {user_ids}"
+
+
+class HitlRun:
+    """One scripted team thread driven through interrupts.
+
+    ``send`` and ``resume`` return ``graph.invoke``'s output and check, after every
+    call, that no history holds a message twice and that histories only grew.
+    """
+
+    def __init__(self, team, graph, config, clock) -> None:
+        self.team = team
+        self.graph = graph
+        self.config = config
+        self.clock = clock
+        self._last_histories: dict = {}
+
+    def _checked(self, out: dict) -> dict:
+        values = self.values
+        assert_each_message_once(values)
+        for name, before in self._last_histories.items():
+            now = values["histories"].get(name, [])
+            assert now[: len(before)] == before, f"{name}'s history was rewritten, not appended to"
+        self._last_histories = {n: list(h) for n, h in values.get("histories", {}).items()}
+        return out
+
+    def check_histories(self) -> None:
+        """Each message once in every history, and histories only grew since the last check."""
+        self._checked({})
+
+    def send(self, text: str) -> dict:
+        return self._checked(self.graph.invoke({"messages": [("user", text)]}, self.config))
+
+    def resume(self, answers) -> dict:
+        from langgraph.types import Command
+
+        return self._checked(self.graph.invoke(Command(resume=answers), self.config))
+
+    @property
+    def values(self) -> dict:
+        return self.graph.get_state(self.config).values
+
+    def history(self, name: str) -> list:
+        return self.team.history(self.config, name)
+
+    def agents(self) -> dict:
+        return self.team.agents(self.config)
+
+    def status(self, name: str) -> str:
+        return self.agents()[name]["status"]
+
+    def requests(self) -> dict:
+        return self.values.get("requests", {})
+
+    def request(self, request_id: str) -> dict:
+        return self.requests()[request_id]
+
+    @staticmethod
+    def interrupt_of(out: dict) -> dict | None:
+        """The value of the one interrupt in ``graph.invoke``'s output, or None."""
+        interrupts = out.get("__interrupt__") or []
+        assert len(interrupts) <= 1, f"one interrupt at a time, got {interrupts}"
+        return interrupts[0].value if interrupts else None
+
+    def pause(self) -> dict | None:
+        """The value of the thread's pending interrupt (None when the run is not paused)."""
+        interrupts = self.graph.get_state(self.config).interrupts
+        assert len(interrupts) <= 1, f"one interrupt at a time, got {interrupts}"
+        return interrupts[0].value if interrupts else None
+
+    def tool_results(self, name: str, tool: str | None = None) -> list:
+        """The ToolMessages in ``name``'s history answering calls to ``tool`` (all if None)."""
+        from langchain_core.messages import AIMessage, ToolMessage
+
+        history = self.history(name)
+        called = {c["id"]: c["name"] for m in history if isinstance(m, AIMessage) for c in m.tool_calls}
+        return [
+            m
+            for m in history
+            if isinstance(m, ToolMessage) and (tool is None or called.get(m.tool_call_id) == tool)
+        ]
+
+    def tool_texts(self, name: str, tool: str | None = None) -> list[str]:
+        return [str(m.content) for m in self.tool_results(name, tool)]
+
+    def inbox_texts(self, name: str) -> list[str]:
+        from langchain_core.messages import HumanMessage
+
+        return [str(m.content) for m in self.history(name) if isinstance(m, HumanMessage)]
+
+    def ai_count(self, name: str) -> int:
+        from langchain_core.messages import AIMessage
+
+        return sum(isinstance(m, AIMessage) for m in self.history(name))
+
+
+@pytest.fixture
+def fake_clock() -> FakeClock:
+    """A clock at 2030-01-01 09:00 UTC that only moves when the test advances it."""
+    return FakeClock()
+
+
+@pytest.fixture(scope="session")
+def _compiled_hitl_teams(tmp_path_factory) -> dict:
+    """Compiled teams shared by the HITL tests, by policy (compiling takes ~0.5 s)."""
+    return {"home": tmp_path_factory.mktemp("hitl_shared"), "teams": {}, "threads": 0}
+
+
+@pytest.fixture
+def hitl_team(team_home: Path, fake_clock: FakeClock, _compiled_hitl_teams: dict):
+    """Factory: ``hitl_team(script, policy=..., roles_dir=..., fresh=False)`` -> HitlRun.
+
+    Every run gets a thread of its own and reads time from ``fake_clock``. Compiling a
+    team costs far more than running a scripted scenario, so runs with the same policy
+    (and no ``roles_dir``) share one compiled team on one SQLite file and only swap the
+    ScriptedChatModel's script. ``fresh=True`` (or a ``roles_dir``) builds a team of its
+    own living in ``team_home`` (or ``home``): for tests about the home folder.
+    """
+    from teamgraph import Policy, ScriptedChatModel, Team
+
+    used_here: set[str] = set()  # a second run of this test with the same policy gets its own team
+
+    def build(script, *, policy=None, roles_dir=None, thread: str = "t", home=None, fresh: bool = False) -> HitlRun:
+        model = ScriptedChatModel(script)  # validates the script
+        policy = policy or Policy()
+        key = policy.model_dump_json()
+        shared = _compiled_hitl_teams
+        if fresh or roles_dir is not None or home is not None or key in used_here:
+            team = Team(model=model, home=home or team_home, policy=policy, roles_dir=roles_dir, clock=fake_clock)
+            graph = team.compile()
+        else:
+            if key not in shared["teams"]:
+                team = Team(model=ScriptedChatModel({}), home=shared["home"], policy=policy, clock=fake_clock)
+                shared["teams"][key] = (team, team.compile())
+            team, graph = shared["teams"][key]
+            used_here.add(key)
+            team.runtime.model.script = model.script
+            team.runtime.clock = fake_clock
+        shared["threads"] += 1
+        config = {"configurable": {"thread_id": f"{thread}-{shared['threads']}"}}
+        return HitlRun(team, graph, config, fake_clock)
+
+    return build

@@ -75,6 +75,7 @@ class RouterPass:
         self._requests: dict[str, dict[str, Any]] = state.get("requests", {})
         self.changed_requests: dict[str, dict[str, Any]] = {}
         self.appends: dict[str, list[AnyMessage]] = defaultdict(list)
+        self.answered_calls: set[str] = set()
         self.replies: list[AnyMessage] = []
         self._user_messages: list[AnyMessage] = state.get("messages", [])
         self._outbox: list[dict[str, Any]] = state.get("outbox", [])
@@ -186,6 +187,7 @@ class RouterPass:
         if wait is None:
             return
         self.appends[name].append(ToolMessage(content=content, tool_call_id=call_id, name=wait["tool"]))
+        self.answered_calls.add(call_id)
         if not record["waits"] and record["status"] == WAITING:
             record["status"] = RUNNING
 
@@ -397,7 +399,9 @@ class RouterPass:
         record["last_action"] = clip(text, 80) if text else (f"{effect['tool_calls']} tool call(s)" if effect["tool_calls"] else "ended its turn")
         if record["status"] not in ENDED and record["status"] != STOPPED:
             for call_id in effect["deferred"]:
-                if call_id not in record["waits"]:  # NOTE: a deferred tool that asked for nothing
+                # NOTE: a deferred tool that asked for nothing (a call answered in
+                # this very pass, e.g. a plan the policy lets the leader approve, is fine).
+                if call_id not in record["waits"] and call_id not in self.answered_calls:
                     self.appends[name].append(ToolMessage(content="Error: this call could not be completed.", tool_call_id=call_id, status="error"))
             if record["waits"]:
                 record["status"] = WAITING

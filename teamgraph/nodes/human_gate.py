@@ -24,8 +24,16 @@ def pending_for_person(requests: dict[str, dict[str, Any]]) -> dict[str, dict[st
     return {rid: r for rid, r in requests.items() if is_pending(r) and r.get("route") == HUMAN}
 
 
-def check_answers(answers: Any, pending: dict[str, dict[str, Any]]) -> str | None:
-    """Why a resume value is refused, or None if every answer in it is valid."""
+def check_answers(
+    answers: Any, pending: dict[str, dict[str, Any]], requests: dict[str, dict[str, Any]]
+) -> str | None:
+    """Why a resume value is refused, or None if every answer in it is valid.
+
+    Args:
+        answers: The resume value.
+        pending: The requests waiting for a person.
+        requests: Every request of the thread (to say why a closed id is refused).
+    """
     listing = "; ".join(
         f"{rid} takes {expected_answer(r['kind'], leader_decided=r.get('leader_decision') is not None)}"
         for rid, r in pending.items()
@@ -36,7 +44,7 @@ def check_answers(answers: Any, pending: dict[str, dict[str, Any]]) -> str | Non
             f"Pending: {listing}. Example: Command(resume={{'{next(iter(pending))}': ...}})."
         )
     for rid, value in answers.items():
-        problem = check_human_answer(pending.get(rid), rid, value)
+        problem = check_human_answer(requests.get(rid), rid, value)
         if problem:
             return f"Resume refused: {problem}. Nothing was changed. Pending: {listing}."
     return None
@@ -44,7 +52,8 @@ def check_answers(answers: Any, pending: dict[str, dict[str, Any]]) -> str | Non
 
 def human_gate(state: dict[str, Any]) -> dict[str, Any]:
     """Pause for a person; apply the answers given (some or all of the requests)."""
-    pending = pending_for_person(state.get("requests", {}))
+    requests = state.get("requests", {})
+    pending = pending_for_person(requests)
     if not pending:
         return {}
     payload: dict[str, Any] = {"requests": {rid: public_view(r) for rid, r in pending.items()}}
@@ -54,7 +63,7 @@ def human_gate(state: dict[str, Any]) -> dict[str, Any]:
     # NOTE: a refused value must change nothing, and raising here would leave the bad
     # resume value stuck to this task; so the refusal goes back through the router
     # and the next interrupt carries it in "error".
-    problem = check_answers(answers, pending)
+    problem = check_answers(answers, pending, requests)
     if problem:
         return {"outbox": [{**effects.resume_error(error=problem), "agent": HUMAN_AGENT}]}
     return {

@@ -114,6 +114,8 @@ def check_human_answer(record: dict[str, Any] | None, request_id: str, value: An
         return f"request '{request_id}' is not waiting for a person (it is {record['status']})"
     if record["kind"] in APPROVAL_KINDS or record.get("leader_decision") is not None:
         if isinstance(value, dict) and isinstance(value.get("approve"), bool) and set(value) <= {"approve", "feedback"} and isinstance(value.get("feedback", ""), str):
+            if record["kind"] not in APPROVAL_KINDS and not value["approve"] and not value.get("feedback", "").strip():
+                return f"request '{request_id}': to reject the leader's answer, give yours as \"feedback\" (or send a string)"
             return None
         if record["kind"] not in APPROVAL_KINDS and isinstance(value, str) and value.strip():
             return None  # a question the leader answered first: a string overrides it

@@ -39,11 +39,15 @@ class PlanStep(BaseModel):
     depends_on: list[int] = Field(default_factory=list, description="Numbers (1-based) of steps that must finish first.")
 
 
-def _request_to_me(view: View, request_id: str, kind: str) -> dict:
+def _request_to_me(view: View, request_id: str, kinds: tuple[str, ...]) -> dict:
+    """A pending request of one of ``kinds`` that the caller must decide, or an error."""
     record = view["requests"].get(request_id)
-    if record is None or record["kind"] != kind or record.get("route") != caller(view):
-        mine = [r for r, rec in view["requests"].items() if rec["kind"] == kind and rec.get("route") == caller(view) and is_pending(rec)]
-        raise fail(f"Unknown {kind} request '{request_id}'. Yours pending: {', '.join(mine) or 'none'}.")
+    if record is None or record["kind"] not in kinds or record.get("route") != caller(view):
+        mine = [r for r, rec in view["requests"].items() if rec["kind"] in kinds and rec.get("route") == caller(view) and is_pending(rec)]
+        raise fail(f"Unknown {' or '.join(kinds)} request '{request_id}'. Yours pending: {', '.join(mine) or 'none'}.")
+    earlier = [e for e in view["effects"] if e["kind"] == "answer" and e["request_id"] == request_id]
+    if earlier:
+        raise fail(f"Request '{request_id}' is already {'approved' if earlier[0]['approve'] else 'rejected'}.")
     if not is_pending(record):
         raise fail(f"Request '{request_id}' is already {record['status']}.")
     return record
@@ -150,9 +154,7 @@ def make_leader_protocol_tools(runtime: TeamRuntime) -> list[BaseTool]:
             approve: True to approve, False to reject.
             feedback: What to change (on reject) or to keep in mind (on approve).
         """
-        record = view["requests"].get(request_id)
-        kind = record["kind"] if record and record["kind"] in (MEMBER_PLAN, APPROVAL) else MEMBER_PLAN
-        record = _request_to_me(view, request_id, kind)
+        record = _request_to_me(view, request_id, (MEMBER_PLAN, APPROVAL))
         verdict = "approved" if approve else "rejected"
         return reply(
             f"{request_id} ({record['from']}) {verdict}.",
@@ -254,7 +256,7 @@ def make_member_protocol_tools(runtime: TeamRuntime) -> list[BaseTool]:
             approve: True to shut down, False to go on.
             reason: Why (required to reject).
         """
-        _request_to_me(view, request_id, SHUTDOWN)
+        _request_to_me(view, request_id, (SHUTDOWN,))
         if not approve and not reason.strip():
             raise fail("Give a reason when you reject a shutdown request.")
         text = "Shutdown approved: you stop after this step." if approve else "Shutdown rejected; go on with your work."

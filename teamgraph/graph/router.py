@@ -201,12 +201,14 @@ class RouterPass:
 
     def on_spawn(self, effect: dict[str, Any]) -> None:
         role = self.runtime.roles[effect["role"]]
-        taken = self.team["instances"].get(role.id, 0)
         name = effect["name"]
-        if name in self.agents:  # NOTE: two agents spawned the same role in one superstep
-            name = f"{role.name}_{taken + 1}"
-        number = int(name.rsplit("_", 1)[1])
-        self.team["instances"][role.id] = max(taken, number)
+        # NOTE: instances are numbered per display name, so two roles that share a
+        # name never share a member; a name taken in this superstep gets the next one.
+        number = max(int(name.rsplit("_", 1)[1]), self.team["instances"].get(role.name, 0) + 1)
+        while f"{role.name}_{number}" in self.agents:
+            number += 1
+        name = f"{role.name}_{number}"
+        self.team["instances"][role.name] = number
         record = new_agent(name, role.id, index=len(self.agents), created_by=effect["agent"], now=self.now)
         record["task"] = clip(effect["task"], 200) if effect["task"] else None
         self.agents[name] = record
@@ -255,7 +257,14 @@ class RouterPass:
             self.agents[asker]["waits"][effect["call_id"]] = {
                 "tool": effect["tool"], "on": route, "request": rid, "seq": self.next_id("wait"),
             }
-        if kind == PLAN and decider == "leader":
+        target, author = self.agents.get(route), self.agents.get(asker)
+        if author is not None and author["status"] in ENDED:
+            # NOTE: terminated earlier in this pass (same superstep): nobody may act on
+            # a request whose asker is gone; its call is closed to keep its history valid.
+            self.close_request(record, f"Cancelled: you are {author['status']}.", status=tracker.CANCELLED)
+        elif target is not None and target["status"] in ENDED:
+            self.close_request(record, f"{route} is {target['status']}: nobody will answer. Use list_active_sub_agents.", status=tracker.CANCELLED)
+        elif kind == PLAN and decider == "leader":
             self.decide(record, approve=True, feedback="", by=f"{LEADER} (Policy.plan='leader')")
         elif route == HUMAN:
             if asker != LEADER:
@@ -372,6 +381,12 @@ class RouterPass:
         self.agents[effect["agent"]]["waits"][effect["call_id"]] = {
             "tool": effect["tool"], "on": effect["on"], "request": None, "seq": self.next_id("wait"),
         }
+        target, author = self.agents.get(effect["on"]), self.agents[effect["agent"]]
+        if author["status"] in ENDED:
+            self.answer_wait(effect["agent"], effect["call_id"], f"Cancelled: you are {author['status']}.")
+        elif target is None or target["status"] in ENDED:
+            status = target["status"] if target else "unknown"
+            self.take_output_wait(effect["agent"], effect["on"], f"{effect['on']} is {status}: there is no output to wait for.")
 
     def on_terminate(self, effect: dict[str, Any]) -> None:
         self.end_agent(effect["target"], TERMINATED, reason=f"terminated by {effect['agent']}")
@@ -396,8 +411,8 @@ class RouterPass:
             self.end_agent(name, FAILED, reason=effect["error"])
             self.post(LEADER, envelopes.notice(f"{name} failed: {clip(effect['error'], 300)}"), sender="router")
             return
-        record["last_action"] = clip(text, 80) if text else (f"{effect['tool_calls']} tool call(s)" if effect["tool_calls"] else "ended its turn")
         if record["status"] not in ENDED and record["status"] != STOPPED:
+            record["last_action"] = clip(text, 80) if text else (f"{effect['tool_calls']} tool call(s)" if effect["tool_calls"] else "ended its turn")
             for call_id in effect["deferred"]:
                 # NOTE: a deferred tool that asked for nothing (a call answered in
                 # this very pass, e.g. a plan the policy lets the leader approve, is fine).
@@ -423,15 +438,10 @@ class RouterPass:
         """Route a member's step output: answer waits on it, or tell the leader."""
         if text:
             out_id = f"out_{self.next_id('out')}"
-            consumed = False
-            for record in self.pending_requests():
-                if record.get("route") == name and record.get("reply_via") == "output":
-                    self.close_request(record, f"{name} replied ({out_id}):\n{text}", status=tracker.ANSWERED)
-                    consumed = consumed or record["from"] == LEADER
-            consumed = self.take_output_wait(LEADER, name, f"{name} · {out_id}:\n{text}") or consumed
+            consumed = self.take_output_wait(LEADER, name, f"{name} replied ({out_id}):\n{text}")
             for waiter in self.agents:
                 if waiter != LEADER:
-                    self.take_output_wait(waiter, name, f"{name} · {out_id}:\n{text}")
+                    self.take_output_wait(waiter, name, f"{name} replied ({out_id}):\n{text}")
             if not consumed:
                 self.post(LEADER, envelopes.output(name, out_id, text, final=ended_turn), sender=name)
         if ended_turn:
@@ -455,11 +465,26 @@ class RouterPass:
             self.post(LEADER, envelopes.notice(f"{name} finished its turn without a report."), sender="router")
 
     def take_output_wait(self, waiter: str, on: str, content: str) -> bool:
-        """Answer ``waiter``'s output waits on ``on`` (sleep); True if there were any."""
+        """Answer ``waiter``'s waits for ``on``'s next output (sleep, ask_sub_agent).
+
+        Returns:
+            True if there were any.
+        """
         record = self.agents.get(waiter)
         if record is None:
             return False
-        calls = [cid for cid, w in record["waits"].items() if w["on"] == on and w["request"] is None]
+        calls = []
+        for call_id, wait in list(record["waits"].items()):
+            if wait["on"] != on:
+                continue
+            request = self.request(wait["request"]) if wait["request"] else None
+            if request is None:
+                calls.append(call_id)
+            elif request.get("reply_via") == "output" and tracker.is_pending(request):
+                # NOTE: ask_sub_agent: the member spoke (or asked) before replying; the
+                # question is closed with what it said, so the leader is not blocked.
+                self.save(tracker.close(request, status=tracker.ANSWERED, answer=content, closed_at=self.now))
+                calls.append(call_id)
         for call_id in calls:
             self.answer_wait(waiter, call_id, content)
         return bool(calls)
@@ -505,8 +530,8 @@ class RouterPass:
     def remind_leader(self) -> bool:
         """Questions the leader left unanswered: remind it, then let the askers go on."""
         open_asks = [r for r in self.pending_requests() if r.get("route") == LEADER]
-        if not open_asks:
-            return False
+        if not open_asks or self.agents[LEADER]["waits"]:
+            return False  # NOTE: a blocked leader cannot read a reminder; break its wait first
         reminded = self.team.setdefault("reminded", {})
         due = [r for r in open_asks if reminded.get(r["id"], 0) < self.policy.leader_reminders]
         if due:

@@ -110,6 +110,8 @@ def run_tool_calls(
             update = out.update or {}
             step_effects.extend(update.get("effects", []))
             answered = [m for m in update.get("new", []) if isinstance(m, ToolMessage)]
+            for message in answered:
+                message.name = message.name or name
             if answered:
                 messages.extend(answered)
             else:

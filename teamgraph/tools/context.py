@@ -62,6 +62,8 @@ def require_member(view: View, display_name: str) -> dict[str, Any]:
     if display_name == caller(view):
         raise fail(f"'{display_name}' is you: you cannot address yourself.")
     record = view["agents"].get(display_name)
+    if any(e["kind"] == "terminate" and e["target"] == display_name for e in view["effects"]):
+        raise fail(f"{display_name} was terminated by an earlier call of this step.")
     if record is None or display_name == LEADER or record["status"] not in ACTIVE_STATUSES:
         members = ", ".join(active_members(view)) or "none"
         state = f" (it is {record['status']})" if record and display_name != LEADER else ""
@@ -75,14 +77,13 @@ def require_member(view: View, display_name: str) -> dict[str, Any]:
 def require_question(view: View, question_id: str, *, kinds: set[str]) -> dict[str, Any]:
     """A pending question addressed to the caller, or an error saying what is wrong."""
     record = view["requests"].get(question_id)
-    answered_now = any(
-        e["kind"] == "answer" and e["request_id"] == question_id for e in view["effects"]
-    )
+    answered = {e["request_id"] for e in view["effects"] if e["kind"] == "answer"}
+    answered_now = question_id in answered
     if record is None or record["kind"] not in kinds or record.get("route", record["to"]) != caller(view):
         mine = [
             rid
             for rid, r in view["requests"].items()
-            if is_pending(r) and r["kind"] in kinds and r.get("route") == caller(view)
+            if is_pending(r) and r["kind"] in kinds and r.get("route") == caller(view) and rid not in answered
         ]
         raise fail(
             f"Unknown question id '{question_id}'. Questions waiting for your answer: "
@@ -93,6 +94,6 @@ def require_question(view: View, question_id: str, *, kinds: set[str]) -> dict[s
     return record
 
 
-def spawned_this_step(view: View, role_id: str) -> int:
-    """How many members of ``role_id`` earlier tool calls of this step created."""
-    return sum(1 for e in view["effects"] if e["kind"] == "spawn" and e["role"] == role_id)
+def spawned_this_step(view: View, role_name: str) -> int:
+    """How many members named ``{role_name}_{n}`` earlier tool calls of this step created."""
+    return sum(1 for e in view["effects"] if e["kind"] == "spawn" and e["name"].rsplit("_", 1)[0] == role_name)

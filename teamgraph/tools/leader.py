@@ -28,8 +28,8 @@ from teamgraph.tools.context import (
 
 def instance_name(view: View, role: Role) -> str:
     """The next display name for ``role``: numbered per role from 1, never reused."""
-    taken = view["team"].get("instances", {}).get(role.id, 0)
-    return f"{role.name}_{taken + spawned_this_step(view, role.id) + 1}"
+    taken = view["team"].get("instances", {}).get(role.name, 0)
+    return f"{role.name}_{taken + spawned_this_step(view, role.name) + 1}"
 
 
 def require_approved_plan(runtime: TeamRuntime, view: View) -> None:

@@ -1,0 +1,176 @@
+"""A team run from async code: ainvoke / astream on AsyncSqliteSaver.
+
+The step nodes are sync (a role subgraph runs with ``.invoke``); under ``ainvoke``
+LangGraph runs them in a thread executor, where ``read_team_state`` still reads
+the team state. These tests run whole teams that way (``asyncio.run`` in plain
+tests: no pytest-asyncio).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, AIMessageChunk
+from langgraph.types import Command
+
+from teamgraph import Policy, ScriptedChatModel, Team
+from teamgraph.checkpoints.aio import open_async_sqlite_saver
+from teamgraph.demo import DEMO_SCRIPT
+
+TASK = "Build a login feature"
+MEMBERS = {"Team Leader", "UI Operator_1", "UI Operator_2", "Full-Stack Engineer_1"}
+FINAL = "The login feature is built."
+
+# A member asks the user (Policy(ask="human")): the run pauses, then resumes.
+ASK_SCRIPT = {
+    "Team Leader": [
+        {"tool_calls": [{"name": "create_sub_agent", "args": {"role_id": "ui-operator", "task": "Design the login page."}}]},
+        "",
+        "The login page is designed, in blue as you asked.",
+    ],
+    "UI Operator_1": [
+        {"tool_calls": [{"name": "ask_master", "args": {"question": "Which colour should the login page use?"}}]},
+        "Login page designed in blue.",
+    ],
+}
+
+
+def _config(thread_id: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread_id}}
+
+
+def _demo_team(home: Path, saver: Any, **kwargs: Any) -> Team:
+    return Team(model=ScriptedChatModel(DEMO_SCRIPT), home=home, checkpointer=saver, **kwargs)
+
+
+def test_ainvoke_demo_to_the_end(tmp_path: Path) -> None:
+    db = tmp_path / "teamgraph.sqlite"
+
+    async def main() -> tuple[dict[str, Any], Any, list, dict]:
+        async with open_async_sqlite_saver(db) as saver:
+            team = _demo_team(tmp_path, saver)
+            graph = team.compile()
+            config = _config("async-1")
+            out = await graph.ainvoke({"messages": [("user", TASK)]}, config)
+            snapshot = await graph.aget_state(config)
+            history = await team.ahistory(config, "UI Operator_2")
+            agents = await team.aagents(config)
+            return out, snapshot, history, agents
+
+    out, snapshot, history, agents = asyncio.run(main())
+    assert out["messages"][-1].content.startswith(FINAL)
+    assert snapshot.next == ()
+    values = snapshot.values
+    assert set(values["agents"]) == MEMBERS == set(agents)
+    assert all(rec["status"] == "idle" for rec in agents.values()), agents
+    for name in MEMBERS:
+        assert any(isinstance(m, AIMessage) for m in values["histories"][name]), name
+    # UI Operator_2 asked UI Operator_1 for its palette and got the answer.
+    assert history[-1].content.startswith("Sign-up page done")
+    assert any("Indigo #4F46E5" in str(m.content) for m in history)
+    # The project files the members wrote (tools ran in the executor threads).
+    for path in ("web/login.html", "web/signup.html", "api/auth.py"):
+        assert (tmp_path / "project" / path).is_file(), path
+    # The saver's file is in WAL mode, as the sync saver's is.
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_async_thread_is_readable_by_sync_code(tmp_path: Path) -> None:
+    """A thread written by AsyncSqliteSaver reads back with the default (sync) saver."""
+
+    async def main() -> dict[str, int]:
+        async with open_async_sqlite_saver(tmp_path / "teamgraph.sqlite") as saver:
+            team = _demo_team(tmp_path, saver)
+            await team.compile().ainvoke({"messages": [("user", TASK)]}, _config("async-2"))
+            values = await team.astate(_config("async-2"))
+            return {name: len(h) for name, h in values["histories"].items()}
+
+    written = asyncio.run(main())
+    sync_team = Team(model=ScriptedChatModel(DEMO_SCRIPT), home=tmp_path)  # SQLite in home
+    read = {name: len(sync_team.history(_config("async-2"), name)) for name in MEMBERS}
+    assert read == written
+
+
+def test_astream_and_parallel_threads(tmp_path: Path) -> None:
+    """Several threads at once on one saver, one of them streamed token by token."""
+
+    async def main() -> tuple[set[str], list[dict[str, Any]], list]:
+        async with open_async_sqlite_saver(tmp_path / "teamgraph.sqlite") as saver:
+            graph = _demo_team(tmp_path, saver).compile()
+            agents: set[str] = set()
+
+            async def streamed() -> None:
+                async for _, mode, data in graph.astream(
+                    {"messages": [("user", TASK)]},
+                    _config("streamed"),
+                    stream_mode=["updates", "messages", "custom"],
+                    subgraphs=True,
+                ):
+                    if mode == "messages" and isinstance(data[0], AIMessageChunk):
+                        agents.add(data[1]["teamgraph_agent"])
+
+            outs = await asyncio.gather(
+                streamed(),
+                *(graph.ainvoke({"messages": [("user", TASK)]}, _config(f"p{i}")) for i in range(3)),
+            )
+            states = [await graph.aget_state(_config(t)) for t in ("streamed", "p0", "p1", "p2")]
+            return agents, outs[1:], states
+
+    agents, outs, states = asyncio.run(main())
+    assert agents == MEMBERS
+    for out in outs:
+        assert out["messages"][-1].content.startswith(FINAL)
+    for state in states:
+        assert state.values["messages"][-1].content.startswith(FINAL)
+        assert set(state.values["histories"]) == MEMBERS
+
+
+def test_sync_reads_refuse_the_event_loop_thread(tmp_path: Path) -> None:
+    """Why Team has astate/ahistory/aagents: AsyncSqliteSaver refuses sync calls in its loop."""
+
+    async def main() -> None:
+        async with open_async_sqlite_saver(tmp_path / "teamgraph.sqlite") as saver:
+            team = _demo_team(tmp_path, saver)
+            await team.compile().ainvoke({"messages": [("user", TASK)]}, _config("async-3"))
+            with pytest.raises(asyncio.InvalidStateError):
+                team.history(_config("async-3"), "Team Leader")
+            assert await team.ahistory(_config("async-3"), "Team Leader")
+            with pytest.raises(KeyError, match="No agent named 'Nobody_1'"):
+                await team.ahistory(_config("async-3"), "Nobody_1")
+
+    asyncio.run(main())
+
+
+def test_ainvoke_pauses_for_a_person_and_resumes(tmp_path: Path) -> None:
+    """The human gate's interrupt and Command(resume=...) under ainvoke."""
+
+    async def main() -> tuple[dict, Any, dict, list]:
+        async with open_async_sqlite_saver(tmp_path / "teamgraph.sqlite") as saver:
+            team = Team(
+                model=ScriptedChatModel(ASK_SCRIPT),
+                home=tmp_path,
+                checkpointer=saver,
+                policy=Policy(ask="human"),
+            )
+            graph = team.compile()
+            config = _config("async-ask")
+            paused = await graph.ainvoke({"messages": [("user", "Design a login page")]}, config)
+            snapshot = await graph.aget_state(config)
+            done = await graph.ainvoke(Command(resume={"ask_1": "Use blue"}), config)
+            return paused, snapshot, done, await team.ahistory(config, "UI Operator_1")
+
+    paused, snapshot, done, history = asyncio.run(main())
+    (interrupt,) = paused["__interrupt__"]
+    request = interrupt.value["requests"]["ask_1"]
+    assert request["from"] == "UI Operator_1"
+    assert request["question"] == "Which colour should the login page use?"
+    assert snapshot.next == ("human",)
+    assert "__interrupt__" not in done
+    assert done["messages"][-1].content == "The login page is designed, in blue as you asked."
+    assert any("Use blue" in str(m.content) for m in history)
+    assert history[-1].content == "Login page designed in blue."

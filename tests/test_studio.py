@@ -1,0 +1,311 @@
+"""The team graph served by `langgraph dev`, driven as Studio drives it (langgraph_sdk).
+
+One server per distinct configuration per module: the `langgraph_dev` fixture
+starts `langgraph dev` on a free port and caches it by its settings, so every
+test asking for the same settings shares one server. To test another team
+configuration (e.g. a human-in-the-loop policy), ask for it:
+
+    def test_pause_for_a_person(langgraph_dev):
+        server = langgraph_dev(policy={"ask": "human"})
+        client = get_sync_client(url=server.url)
+        ...
+
+Every server's process group is killed when the module ends.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+langgraph_sdk = pytest.importorskip("langgraph_sdk")
+from langgraph_sdk import get_sync_client  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIG = REPO / "langgraph.json"
+DEMO = REPO / "teamgraph" / "demo" / "demo.yaml"
+GRAPH_ID = "teamgraph"
+START_TIMEOUT_S = 60
+STOP_TIMEOUT_S = 10
+TASK = "Build a login feature"
+MEMBERS = {"Team Leader", "UI Operator_1", "UI Operator_2", "Full-Stack Engineer_1"}
+
+# Keys that would make the server talk to LangSmith (tracing, license, metadata).
+_ONLINE_KEYS = (
+    "LANGSMITH_API_KEY",
+    "LANGCHAIN_API_KEY",
+    "LANGSMITH_CONTROL_PLANE_API_KEY",
+    "LANGGRAPH_CLOUD_LICENSE_KEY",
+    "LANGSMITH_ENDPOINT",
+    "LANGCHAIN_ENDPOINT",
+)
+_OFFLINE_ENV = {
+    "LANGGRAPH_CLI_NO_ANALYTICS": "1",
+    "LANGSMITH_TRACING": "false",
+    "LANGSMITH_TRACING_V2": "false",
+    "LANGCHAIN_TRACING_V2": "false",
+    "LANGCHAIN_TRACING": "false",
+    "PYTHONUNBUFFERED": "1",
+}
+
+
+@dataclass
+class DevServer:
+    """A running `langgraph dev`."""
+
+    url: str
+    process: subprocess.Popen
+    workdir: Path
+    home: Path
+    log: Path
+
+    def log_tail(self, lines: int = 60) -> str:
+        text = self.log.read_text(encoding="utf-8", errors="replace") if self.log.exists() else ""
+        return "\n".join(text.splitlines()[-lines:])
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _server_config(workdir: Path) -> Path:
+    """The repository's langgraph.json with its paths made absolute.
+
+    NOTE: `langgraph dev` resolves graph paths against its working directory and
+    keeps its in-memory state under `./.langgraph_api/`. Running it from a
+    temporary folder keeps that state out of the repository (and keeps runs of
+    this test from seeing each other's threads); the config is otherwise the
+    repository's own.
+    """
+    config = json.loads(CONFIG.read_text(encoding="utf-8"))
+
+    def absolute(spec: str) -> str:
+        path, _, attr = spec.partition(":")
+        return f"{(REPO / path).resolve()}:{attr}" if attr else str((REPO / path).resolve())
+
+    config["graphs"] = {gid: absolute(spec) for gid, spec in config["graphs"].items()}
+    config["dependencies"] = [
+        absolute(d) if d.startswith(".") else d for d in config.get("dependencies", [])
+    ]
+    path = workdir / "langgraph.json"
+    path.write_text(json.dumps(config, indent=2), encoding="utf-8")
+    return path
+
+
+def _stop(server: DevServer) -> None:
+    if server.process.poll() is not None:
+        return
+    for sig, wait in ((signal.SIGTERM, STOP_TIMEOUT_S), (signal.SIGKILL, STOP_TIMEOUT_S)):
+        try:
+            os.killpg(server.process.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            server.process.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _start(workdir: Path, env_overrides: dict[str, str]) -> DevServer:
+    workdir.mkdir(parents=True, exist_ok=True)
+    home = workdir / "home"
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if k not in _ONLINE_KEYS}
+    env.update(_OFFLINE_ENV)
+    env.update({"TEAMGRAPH_MODEL": f"scripted:{DEMO}", "TEAMGRAPH_HOME": str(home)})
+    env.update(env_overrides)
+    log = workdir / "server.log"
+    cli = [sys.executable, "-m", "langgraph_cli"]  # the `langgraph` command
+    with open(log, "wb") as out:
+        process = subprocess.Popen(
+            [*cli, "dev", "--no-browser", "--no-reload", "--port", str(port),
+             "--host", "127.0.0.1", "--config", str(_server_config(workdir))],
+            cwd=workdir,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group, killed as one
+        )
+    server = DevServer(f"http://127.0.0.1:{port}", process, workdir, home, log)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    try:
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(
+                    f"langgraph dev exited with code {process.returncode} before it was "
+                    f"ready:\n{server.log_tail()}"
+                )
+            try:
+                with urllib.request.urlopen(f"{server.url}/ok", timeout=2) as r:
+                    if r.status == 200:
+                        return server
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"langgraph dev not ready after {START_TIMEOUT_S}s:\n{server.log_tail()}"
+                )
+            time.sleep(0.25)
+    except BaseException:
+        _stop(server)
+        raise
+
+
+@pytest.fixture(scope="module")
+def langgraph_dev(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Callable[..., DevServer]]:
+    """`langgraph_dev(policy=None, **env) -> DevServer`, one server per settings.
+
+    Args (of the returned function):
+        policy: Policy fields, passed as ``TEAMGRAPH_POLICY`` JSON.
+        **env: Other environment variables for the server (override the
+            defaults: the demo script as the model, a fresh home folder).
+    """
+    servers: dict[str, DevServer] = {}
+
+    def get(policy: dict[str, Any] | None = None, **env: str) -> DevServer:
+        overrides = dict(env)
+        if policy is not None:
+            overrides["TEAMGRAPH_POLICY"] = json.dumps(policy, sort_keys=True)
+        key = json.dumps(overrides, sort_keys=True)
+        if key not in servers:
+            try:
+                servers[key] = _start(tmp_path_factory.mktemp("langgraph_dev"), overrides)
+            except RuntimeError as error:
+                if "address already in use" not in str(error).lower():
+                    raise
+                # NOTE: the free port was taken between choosing it and binding it.
+                servers[key] = _start(tmp_path_factory.mktemp("langgraph_dev"), overrides)
+        server = servers[key]
+        if server.process.poll() is not None:
+            pytest.fail(f"langgraph dev died (code {server.process.returncode}):\n{server.log_tail()}")
+        return server
+
+    try:
+        yield get
+    finally:
+        for server in servers.values():
+            _stop(server)
+
+
+@pytest.fixture(scope="module")
+def studio_server(langgraph_dev: Callable[..., DevServer]) -> DevServer:
+    """The demo team with the default policy."""
+    return langgraph_dev()
+
+
+@pytest.fixture(scope="module")
+def demo_run(studio_server: DevServer) -> dict[str, Any]:
+    """One demo run to the end on a new thread: its output and final state."""
+    client = get_sync_client(url=studio_server.url)
+    thread = client.threads.create()
+    output = client.runs.wait(
+        thread["thread_id"],
+        GRAPH_ID,
+        input={"messages": [{"role": "user", "content": TASK}]},
+        raise_error=False,
+    )
+    state = client.threads.get_state(thread["thread_id"])
+    return {"thread": thread, "output": output, "state": state}
+
+
+def _assistant_id(client: Any) -> str:
+    assistants = client.assistants.search(graph_id=GRAPH_ID)
+    assert assistants, "langgraph dev registered no assistant for the teamgraph graph"
+    return assistants[0]["assistant_id"]
+
+
+def test_langgraph_json_is_valid() -> None:
+    from langgraph_cli.config import validate_config_file
+
+    config = validate_config_file(CONFIG)
+    assert config["graphs"][GRAPH_ID] == "./teamgraph/studio.py:graph"
+
+
+def test_policy_from_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # Importing teamgraph.studio builds the team from the environment.
+    monkeypatch.setenv("TEAMGRAPH_MODEL", f"scripted:{DEMO}")
+    monkeypatch.setenv("TEAMGRAPH_HOME", str(tmp_path))
+    monkeypatch.delenv("TEAMGRAPH_POLICY", raising=False)
+    from teamgraph.policy import Policy
+    from teamgraph.studio import policy_from_env
+
+    assert policy_from_env({}) == Policy()
+    assert policy_from_env({"TEAMGRAPH_POLICY": '{"ask": "human", "max_parallel": 2}'}) == Policy(
+        ask="human", max_parallel=2
+    )
+    with pytest.raises(ValueError, match="TEAMGRAPH_POLICY must be a JSON object of Policy fields"):
+        policy_from_env({"TEAMGRAPH_POLICY": '{"asks": "human"}'})
+
+
+def test_run_to_the_end(studio_server: DevServer, demo_run: dict[str, Any]) -> None:
+    output, state = demo_run["output"], demo_run["state"]
+    assert not (isinstance(output, dict) and "__error__" in output), (
+        f"run failed: {output}\n--- server log ---\n{studio_server.log_tail()}"
+    )
+    values = state["values"]
+    assert MEMBERS <= set(values["agents"]), values["agents"].keys()
+    for name in MEMBERS:
+        history = values["histories"][name]
+        assert any(m["type"] == "ai" for m in history), f"{name} has no AI message: {history}"
+    assert values["histories"]["UI Operator_1"][0]["type"] == "human"  # its task envelope
+    final = values["messages"][-1]
+    assert final["type"] == "ai"
+    assert final["content"].startswith("The login feature is built.")
+    assert values["messages"][0]["content"] == TASK
+    assert state["next"] == []
+    # The project files the members wrote went to TEAMGRAPH_HOME.
+    written = {p.relative_to(studio_server.home).as_posix() for p in studio_server.home.rglob("*.*")}
+    assert {"project/web/login.html", "project/web/signup.html", "project/api/auth.py"} <= written
+
+
+def test_graph_xray_shows_role_subgraphs(studio_server: DevServer) -> None:
+    client = get_sync_client(url=studio_server.url)
+    assistant_id = _assistant_id(client)
+    flat = {n["id"] for n in client.assistants.get_graph(assistant_id)["nodes"]}
+    assert {"router", "leader", "ui-operator", "full-stack-engineer", "member"} <= flat
+    xray = {n["id"] for n in client.assistants.get_graph(assistant_id, xray=True)["nodes"]}
+    for role_node in ("leader", "ui-operator", "full-stack-engineer"):
+        assert {f"{role_node}:model", f"{role_node}:tools"} <= xray, sorted(xray)
+    subgraphs = client.assistants.get_subgraphs(assistant_id)
+    assert {"leader", "ui-operator", "full-stack-engineer"} <= set(subgraphs)
+
+
+def test_stream_tags_tokens_with_the_agent(studio_server: DevServer) -> None:
+    """What Studio shows while a run goes: every member's tokens, named."""
+    client = get_sync_client(url=studio_server.url)
+    thread = client.threads.create()
+    agents: set[str] = set()
+    events = 0
+    for part in client.runs.stream(
+        thread["thread_id"],
+        GRAPH_ID,
+        input={"messages": [{"role": "user", "content": TASK}]},
+        stream_mode=["messages-tuple", "updates"],
+        stream_subgraphs=True,
+    ):
+        events += 1
+        assert part.event != "error", f"{part.data}\n--- server log ---\n{studio_server.log_tail()}"
+        if part.event.startswith("messages"):
+            chunk, metadata = part.data
+            if chunk.get("type") == "AIMessageChunk":
+                assert metadata.get("teamgraph_agent"), metadata
+                agents.add(metadata["teamgraph_agent"])
+    assert agents == MEMBERS, (events, agents)

@@ -1,0 +1,394 @@
+"""Scenario tests of persistence: resume in a new process, multi-turn threads,
+custom roles after a restart, storage growth, and the metadata of model calls.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+
+LEADER = "Team Leader"
+
+
+def call(tool: str, /, **args) -> dict:
+    """One tool call of a scripted turn."""
+    return {"name": tool, "args": args}
+
+
+def act(*calls: dict, content: str = "") -> dict:
+    """A scripted turn that calls tools."""
+    return {"content": content, "tool_calls": list(calls)}
+
+
+# --- resume in a new process -------------------------------------------------------
+
+# The team of the resume scenario, as a module both processes load. The leader
+# decides from the last message it got, so its script does not depend on how
+# messages were batched. Run as a script, it starts the thread and the process
+# dies (os._exit) when the leader is about to answer the engineer's question.
+TEAM_MODULE = textwrap.dedent(
+    '''
+    import os, sys
+
+    from langchain_core.messages import HumanMessage
+    from teamgraph import Policy, ScriptedChatModel, Team
+
+    CRASH = False
+
+
+    def act(*calls):
+        return {"content": "", "tool_calls": [{"name": n, "args": a} for n, a in calls]}
+
+
+    def leader(messages):
+        last = messages[-1]
+        text = last.content if isinstance(last, HumanMessage) else ""
+        if text == "Build the login feature":
+            return act(
+                ("create_sub_agent", {"role_id": "ui-operator", "task": "Design web/login.html."}),
+                ("create_sub_agent", {"role_id": "full-stack-engineer", "task": "Build api/auth.py."}),
+            )
+        if "id: ask_1" in text:
+            if CRASH:
+                os._exit(17)  # the process dies in the middle of the run
+            return act(("answer_sub_agent_question", {"question_id": "ask_1", "answer": "Use JWT."}))
+        if text == "Add a logout button":
+            return act(
+                ("send_message_to_sub_agent", {"display_name": "UI Operator_1", "message": "Add a logout button."}),
+                ("create_sub_agent", {"role_id": "ui-operator", "task": "Design web/signup.html."}),
+            )
+        if "id: ask_2" in text:
+            return act(("answer_sub_agent_question", {"question_id": "ask_2", "answer": "Same palette."}))
+        if "Result from" in text:
+            return "Progress noted."
+        return ""
+
+
+    SCRIPT = {
+        "Team Leader": [leader] * 30,
+        "UI Operator_1": [
+            act(("write_file", {"path": "web/login.html", "content": "<form>login</form>"})),
+            "Login page done.",
+            "Logout button added.",
+        ],
+        "Full-Stack Engineer_1": [
+            act(("ask_master", {"question": "JWT or session cookies?"})),
+            act(("write_file", {"path": "api/auth.py", "content": "# JWT auth"})),
+            "Auth API done with JWT.",
+        ],
+        "UI Operator_2": [
+            act(("ask_master", {"question": "Which palette?"})),
+            "Sign-up page done.",
+        ],
+    }
+
+    if __name__ == "__main__":
+        CRASH = True
+        team = Team(model=ScriptedChatModel(SCRIPT), home=sys.argv[1], policy=Policy())
+        team.compile().invoke(
+            {"messages": [("user", "Build the login feature")]},
+            {"configurable": {"thread_id": "login"}},
+        )
+        sys.exit(0)  # not reached: the leader's step ends the process
+    '''
+)
+
+
+def _load_module(path: Path):
+    spec = importlib.util.spec_from_file_location(f"team_module_{abs(hash(path))}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _snapshot(run) -> dict:
+    values = run.values
+    return {
+        "agents": {name: dict(rec) for name, rec in values.get("agents", {}).items()},
+        "histories": {
+            name: [(type(m).__name__, str(m.content), getattr(m, "tool_call_id", None)) for m in msgs]
+            for name, msgs in values.get("histories", {}).items()
+        },
+        "requests": {rid: dict(r) for rid, r in values.get("requests", {}).items()},
+    }
+
+
+def test_a_new_process_resumes_a_crashed_run_and_continues_the_thread(make_team, tmp_path):
+    module_path = tmp_path / "login_team.py"
+    module_path.write_text(TEAM_MODULE, encoding="utf-8")
+    home = tmp_path / "home"
+
+    # Process 1 starts the thread and dies in the middle of it.
+    first = subprocess.run(
+        [sys.executable, str(module_path), str(home)], capture_output=True, text=True, timeout=120
+    )
+    assert first.returncode == 17, first.stderr[-3000:]
+
+    # Process 2 (this one) opens a new Team over the same home and thread.
+    run = make_team(_load_module(module_path).SCRIPT, home=home, thread="login")
+    before = _snapshot(run)
+
+    # It finds every member, status, open question and history.
+    assert set(before["agents"]) == {LEADER, "UI Operator_1", "Full-Stack Engineer_1"}
+    assert before["agents"]["Full-Stack Engineer_1"]["status"] == "waiting"
+    assert before["requests"]["ask_1"]["status"] == "pending"
+    assert before["requests"]["ask_1"]["from"] == "Full-Stack Engineer_1"
+    engineer = before["histories"]["Full-Stack Engineer_1"]
+    assert [m[0] for m in engineer] == ["HumanMessage", "AIMessage"]  # its ask_master call is open
+    assert "Build api/auth.py." in engineer[0][1]
+    assert any("Question from Full-Stack Engineer_1 · id: ask_1" in m[1] for m in before["histories"][LEADER])
+    assert "Design web/login.html." in before["histories"]["UI Operator_1"][0][1]
+
+    # Resuming finishes the run process 1 left: the answer reaches the waiting engineer.
+    run.graph.invoke(None, run.config)
+    resumed = _snapshot(run)
+    assert resumed["requests"]["ask_1"]["status"] == "answered"
+    engineer = resumed["histories"]["Full-Stack Engineer_1"]
+    answer = next(m for m in engineer if m[0] == "ToolMessage")
+    assert "Use JWT." in answer[1]
+    assert engineer[-1] == ("AIMessage", "Auth API done with JWT.", None)
+    assert all(rec["status"] == "idle" for rec in resumed["agents"].values())
+    assert (home / "project" / "web" / "login.html").read_text() == "<form>login</form>"
+    assert (home / "project" / "api" / "auth.py").read_text() == "# JWT auth"
+
+    # A second user message continues with the same members.
+    run.send("Add a logout button")
+    after = _snapshot(run)
+    for name, old in before["histories"].items():
+        assert resumed["histories"][name][: len(old)] == old, name
+    for name, old in resumed["histories"].items():
+        assert after["histories"][name][: len(old)] == old, name
+    for name, history in after["histories"].items():  # nothing replayed twice by the resume
+        tool_ids = [m[2] for m in history if m[0] == "ToolMessage"]
+        envelopes = [m[1] for m in history if m[0] == "HumanMessage"]
+        assert len(tool_ids) == len(set(tool_ids)), name
+        assert len(envelopes) == len(set(envelopes)), name
+    assert set(after["agents"]) == {LEADER, "UI Operator_1", "Full-Stack Engineer_1", "UI Operator_2"}
+    ui = after["agents"]["UI Operator_1"]
+    assert (ui["turn"], ui["status"]) == (2, "idle")
+    assert after["histories"]["UI Operator_1"][-1] == ("AIMessage", "Logout button added.", None)
+    assert after["histories"]["Full-Stack Engineer_1"] == resumed["histories"]["Full-Stack Engineer_1"]
+    # Counters survived: the next question is ask_2, the next UI Operator is _2.
+    assert after["requests"]["ask_2"]["from"] == "UI Operator_2"
+    assert after["requests"]["ask_2"]["status"] == "answered"
+    assert "Same palette." in after["requests"]["ask_2"]["answer"]
+    leader_inputs = [
+        m[1] for m in after["histories"][LEADER] if m[1] in ("Build the login feature", "Add a logout button")
+    ]
+    assert leader_inputs == ["Build the login feature", "Add a logout button"]
+
+
+# --- multi-turn ------------------------------------------------------------------------
+
+
+def test_a_second_user_message_continues_with_the_same_members(make_team):
+    def leader(messages):
+        last = str(messages[-1].content)
+        if last == "Design the login page":
+            return act(
+                call("create_sub_agent", role_id="ui-operator", task="Design the login page."),
+                call("create_sub_agent", role_id="researcher", task="Find login best practices."),
+            )
+        if last == "Now make it dark":
+            return act(
+                call("list_active_sub_agents"),
+                call("send_message_to_sub_agent", display_name="UI Operator_1", message="Make it dark."),
+            )
+        seen = "\n".join(str(m.content) for m in messages if isinstance(m, HumanMessage))
+        if "Result from UI Operator_1 · id: out_3" in seen and last.startswith("Result"):
+            return "The login page is dark now."
+        if "Result from UI Operator_1" in seen and "Result from Researcher_1" in seen and not any(
+            isinstance(m, AIMessage) and m.content == "Login page designed." for m in messages
+        ):
+            return "Login page designed."
+        return ""
+
+    run = make_team(
+        {
+            LEADER: [leader] * 12,
+            "UI Operator_1": ["Light login page done.", "Dark login page done."],
+            "Researcher_1": ["Use 2FA."],
+        }
+    )
+    run.send("Design the login page")
+    first = {name: (rec["turn"], len(run.history(name))) for name, rec in run.agents().items()}
+    run.send("Now make it dark")
+
+    assert list(run.agents()) == [LEADER, "UI Operator_1", "Researcher_1"]
+    active = json.loads(run.tool_result(LEADER, "list_active_sub_agents"))
+    assert [row["display_name"] for row in active] == ["UI Operator_1", "Researcher_1"]
+    ui = run.history("UI Operator_1")
+    assert [type(m).__name__ for m in ui] == ["HumanMessage", "AIMessage", "HumanMessage", "AIMessage"]
+    assert ui[1].content == "Light login page done." and "Make it dark." in ui[2].content
+    assert run.agents()["UI Operator_1"]["turn"] == first["UI Operator_1"][0] + 1
+    # The researcher was not involved in the second turn and is unchanged.
+    assert (run.agents()["Researcher_1"]["turn"], len(run.history("Researcher_1"))) == first["Researcher_1"]
+    assert run.user_replies() == ["Login page designed.", "The login page is dark now."]
+
+
+# --- custom roles after a restart -------------------------------------------------------
+
+
+def _analyst_leader(messages):
+    """The leader of the custom-role scenario: acts on the last message it got."""
+    last = messages[-1]
+    text = str(last.content)
+    if text == "Analyse Q1":
+        return act(
+            call(
+                "create_custom_agent",
+                id="data-analyst",
+                name="Data Analyst",
+                description="Analyses tabular data.",
+                prompt="You analyse CSV files.",
+            )
+        )
+    if isinstance(last, ToolMessage) and text.startswith("Role 'data-analyst'"):
+        return act(call("create_sub_agent", role_id="data-analyst", task="Analyse q1.csv."))
+    if "Result from Data Analyst_1 · id: out_1" in text:
+        return "Q1 analysed."
+    if text == "Analyse Q2":
+        return act(
+            call("list_agents"),
+            call("send_message_to_sub_agent", display_name="Data Analyst_1", message="Now q2.csv."),
+            call("create_sub_agent", role_id="data-analyst", task="Check q2.csv."),
+        )
+    since = [str(m.content) for m in messages if isinstance(m, HumanMessage)]
+    since = "\n".join(since[since.index("Analyse Q2"):]) if "Analyse Q2" in since else ""
+    if isinstance(last, HumanMessage) and "Result from Data Analyst_1" in since and "Result from Data Analyst_2" in since:
+        return "Q2 done."
+    return ""
+
+
+ANALYST_SCRIPT = {
+    LEADER: [_analyst_leader] * 12,
+    "Data Analyst_1": ["Q1 revenue: 10k.", "Q2 revenue: 12k."],
+    "Data Analyst_2": ["Q2 checked."],
+}
+
+
+def test_a_custom_role_is_usable_after_a_restart(make_team, team_home):
+    first = make_team(ANALYST_SCRIPT)
+    first.send("Analyse Q1")
+    assert first.agents()["Data Analyst_1"]["role"] == "data-analyst"
+    assert (team_home / "roles" / "data-analyst.md").is_file()
+    assert "data-analyst" not in first.graph.nodes  # created after compile: the generic node ran it
+    assert first.user_replies() == ["Q1 analysed."]
+
+    # A new Team over the same home: the role is loaded from its file.
+    restarted = make_team(ANALYST_SCRIPT, home=team_home, thread=first.config["configurable"]["thread_id"])
+    assert restarted.team is not first.team
+    role = restarted.team.roles["data-analyst"]
+    assert (role.name, role.prompt) == ("Data Analyst", "You analyse CSV files.")
+    assert Path(role.source) == team_home / "roles" / "data-analyst.md"
+    assert "data-analyst" in restarted.graph.nodes  # a role node of its own now
+
+    steps = restarted.supersteps("Analyse Q2")
+    listed = json.loads(restarted.tool_result(LEADER, "list_agents"))
+    assert "data-analyst" in {row["role_id"] for row in listed}
+    assert restarted.agents()["Data Analyst_1"]["turn"] == 2
+    assert restarted.history("Data Analyst_1")[-1].content == "Q2 revenue: 12k."
+    assert restarted.agents()["Data Analyst_2"]["role"] == "data-analyst"
+    assert restarted.history("Data Analyst_2")[-1].content == "Q2 checked."
+    assert any({"Data Analyst_1", "Data Analyst_2"} <= set(ran) for _, ran in steps)
+    assert restarted.user_replies() == ["Q1 analysed.", "Q2 done."]
+
+
+# --- storage -------------------------------------------------------------------------------
+
+
+def _question(i: int) -> str:
+    return f"Question {i}: " + ("What does the data say about this part of the plan? " * 12)[:480]
+
+
+def _answer(i: int) -> str:
+    return f"Answer {i}: " + ("The data says the plan holds for this part, with caveats. " * 12)[:480]
+
+
+def _interview(make_team, rounds: int) -> tuple[object, int]:
+    leader = [act(call("create_sub_agent", role_id="researcher"))]
+    leader += [act(call("ask_sub_agent", display_name="Researcher_1", question=_question(i))) for i in range(rounds)]
+    leader += ["All questions answered."]
+    run = make_team({LEADER: leader, "Researcher_1": [_answer(i) for i in range(rounds)]})
+    return run
+
+
+def _db_bytes(run) -> int:
+    db = run.team.db_path
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    wal = db.with_name(db.name + "-wal")
+    return db.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
+
+
+def test_storage_grows_linearly_with_the_history(make_team):
+    grown = {}
+    chars = {}
+    for rounds in (10, 40):
+        run = _interview(make_team, rounds)
+        start = _db_bytes(run)
+        run.send("Interview the researcher")
+        grown[rounds] = _db_bytes(run) - start
+        assert run.user_replies() == ["All questions answered."]
+        assert len(run.history("Researcher_1")) == 2 * rounds
+        chars[rounds] = sum(len(str(m.content)) for name in run.agents() for m in run.history(name))
+    assert 3.5 <= chars[40] / chars[10] <= 4.5  # the history really grew about 4x
+    ratio = grown[40] / grown[10]
+    assert ratio <= 5.0, f"4x history -> {ratio:.1f}x storage ({grown[10]} -> {grown[40]} bytes)"
+
+
+# --- metadata of model calls -----------------------------------------------------------
+
+
+class MetadataRecorder(BaseCallbackHandler):
+    """Records the metadata of every chat model call (what tracing and the model see)."""
+
+    def __init__(self) -> None:
+        self.seen: list[dict] = []
+
+    def on_chat_model_start(self, serialized, messages, *, metadata=None, **kwargs):
+        self.seen.append(dict(metadata or {}))
+
+
+def test_every_model_call_carries_the_agent_and_role_metadata(make_team):
+    run = make_team(
+        {
+            LEADER: [
+                act(
+                    call("create_sub_agent", role_id="ui-operator", task="A"),
+                    call("create_sub_agent", role_id="ui-operator", task="B"),
+                    call("create_sub_agent", role_id="researcher", task="C"),
+                ),
+                "", "", "", "", "",
+                "Done.",
+            ],
+            "UI Operator_1": [act(call("list_files")), "UI 1 done."],
+            "UI Operator_2": ["UI 2 done."],
+            "Researcher_1": [act(call("list_files")), act(call("list_files")), "Research done."],
+        }
+    )
+    recorder = MetadataRecorder()
+    run.send("Go", callbacks=[recorder])
+
+    expected_roles = {
+        LEADER: "team-leader",
+        "UI Operator_1": "ui-operator",
+        "UI Operator_2": "ui-operator",
+        "Researcher_1": "researcher",
+    }
+    pairs = [(m.get("teamgraph_agent"), m.get("teamgraph_role")) for m in recorder.seen]
+    assert all(agent in expected_roles and role == expected_roles[agent] for agent, role in pairs), pairs
+    # One call per AI message in each history: every call was labelled, none twice.
+    ai_counts = {name: sum(isinstance(m, AIMessage) for m in run.history(name)) for name in run.agents()}
+    calls = {name: sum(1 for agent, _ in pairs if agent == name) for name in expected_roles}
+    assert calls == ai_counts
+    assert (calls["UI Operator_1"], calls["UI Operator_2"], calls["Researcher_1"]) == (2, 1, 3)

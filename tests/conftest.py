@@ -95,6 +95,30 @@ class TeamRun:
             if isinstance(m, ToolMessage) and (tool is None or called.get(m.tool_call_id) == tool)
         ]
 
+    def request(self, request_id: str) -> dict:
+        return self.requests()[request_id]
+
+    @staticmethod
+    def interrupt_of(out: dict) -> dict | None:
+        """The value of the one interrupt in ``graph.invoke``'s output, or None."""
+        interrupts = out.get("__interrupt__") or []
+        assert len(interrupts) <= 1, f"one interrupt at a time, got {interrupts}"
+        return interrupts[0].value if interrupts else None
+
+    def pause(self) -> dict | None:
+        """The value of the thread's pending interrupt (None when the run is not paused)."""
+        interrupts = self.graph.get_state(self.config).interrupts
+        assert len(interrupts) <= 1, f"one interrupt at a time, got {interrupts}"
+        return interrupts[0].value if interrupts else None
+
+    def tool_texts(self, name: str, tool: str | None = None) -> list[str]:
+        return [str(m.content) for m in self.tool_results(name, tool)]
+
+    def ai_count(self, name: str) -> int:
+        from langchain_core.messages import AIMessage
+
+        return sum(isinstance(m, AIMessage) for m in self.history(name))
+
     def tool_result(self, name: str, tool: str, index: int = 0) -> str:
         results = self.tool_results(name, tool)
         assert len(results) > index, f"{name} has {len(results)} result(s) of {tool}: {results}"
@@ -258,7 +282,7 @@ def assert_each_message_once(values: dict) -> None:
     assert len(user_ids) == len(set(user_ids)), f"the user conversation repeats a message: {user_ids}"
 
 
-class HitlRun:
+class HitlRun(TeamRun):
     """One scripted team thread driven through interrupts.
 
     ``send`` and ``resume`` return ``graph.invoke``'s output and check, after every
@@ -266,9 +290,7 @@ class HitlRun:
     """
 
     def __init__(self, team, graph, config, clock) -> None:
-        self.team = team
-        self.graph = graph
-        self.config = config
+        super().__init__(team, graph, config)
         self.clock = clock
         self._last_histories: dict = {}
 
@@ -292,63 +314,6 @@ class HitlRun:
         from langgraph.types import Command
 
         return self._checked(self.graph.invoke(Command(resume=answers), self.config))
-
-    @property
-    def values(self) -> dict:
-        return self.graph.get_state(self.config).values
-
-    def history(self, name: str) -> list:
-        return self.team.history(self.config, name)
-
-    def agents(self) -> dict:
-        return self.team.agents(self.config)
-
-    def status(self, name: str) -> str:
-        return self.agents()[name]["status"]
-
-    def requests(self) -> dict:
-        return self.values.get("requests", {})
-
-    def request(self, request_id: str) -> dict:
-        return self.requests()[request_id]
-
-    @staticmethod
-    def interrupt_of(out: dict) -> dict | None:
-        """The value of the one interrupt in ``graph.invoke``'s output, or None."""
-        interrupts = out.get("__interrupt__") or []
-        assert len(interrupts) <= 1, f"one interrupt at a time, got {interrupts}"
-        return interrupts[0].value if interrupts else None
-
-    def pause(self) -> dict | None:
-        """The value of the thread's pending interrupt (None when the run is not paused)."""
-        interrupts = self.graph.get_state(self.config).interrupts
-        assert len(interrupts) <= 1, f"one interrupt at a time, got {interrupts}"
-        return interrupts[0].value if interrupts else None
-
-    def tool_results(self, name: str, tool: str | None = None) -> list:
-        """The ToolMessages in ``name``'s history answering calls to ``tool`` (all if None)."""
-        from langchain_core.messages import AIMessage, ToolMessage
-
-        history = self.history(name)
-        called = {c["id"]: c["name"] for m in history if isinstance(m, AIMessage) for c in m.tool_calls}
-        return [
-            m
-            for m in history
-            if isinstance(m, ToolMessage) and (tool is None or called.get(m.tool_call_id) == tool)
-        ]
-
-    def tool_texts(self, name: str, tool: str | None = None) -> list[str]:
-        return [str(m.content) for m in self.tool_results(name, tool)]
-
-    def inbox_texts(self, name: str) -> list[str]:
-        from langchain_core.messages import HumanMessage
-
-        return [str(m.content) for m in self.history(name) if isinstance(m, HumanMessage)]
-
-    def ai_count(self, name: str) -> int:
-        from langchain_core.messages import AIMessage
-
-        return sum(isinstance(m, AIMessage) for m in self.history(name))
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ from langchain_core.messages import SystemMessage
 from pydantic import ValidationError
 
 from teamgraph import Policy
+from scripting import call, act
 
 LEADER = "Team Leader"
 MEMBER = "Researcher_1"
@@ -26,14 +27,8 @@ APPROVE_SHAPE = '{"approve": true or false, "feedback": "..."}'
 STRING_SHAPE = "a string (your answer)"
 
 
-def call(name: str, **args) -> dict:
-    """One tool call of a scripted turn."""
-    return {"name": name, "args": args}
 
 
-def act(*calls: dict, content: str = "") -> dict:
-    """A scripted turn that calls tools."""
-    return {"content": content, "tool_calls": list(calls)}
 
 
 def create(role_id: str = "researcher", task: str = "Research the topic.") -> dict:

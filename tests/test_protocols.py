@@ -14,6 +14,7 @@ from pathlib import Path
 from langchain_core.messages import AIMessage, SystemMessage
 
 from teamgraph import Policy
+from scripting import call, act
 
 LEADER = "Team Leader"
 MEMBER = "Researcher_1"
@@ -27,14 +28,8 @@ PLAN_FIRST = (
 )
 
 
-def call(name: str, **args) -> dict:
-    """One tool call of a scripted turn."""
-    return {"name": name, "args": args}
 
 
-def act(*calls: dict, content: str = "") -> dict:
-    """A scripted turn that calls tools."""
-    return {"content": content, "tool_calls": list(calls)}
 
 
 def recorded(prompts: list[str], turn):

@@ -8,7 +8,6 @@ tokens these are.
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from pathlib import Path
 from typing import Any

@@ -14,19 +14,14 @@ from pathlib import Path
 
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from scripting import call, act
 
 
 LEADER = "Team Leader"
 
 
-def call(tool: str, /, **args) -> dict:
-    """One tool call of a scripted turn."""
-    return {"name": tool, "args": args}
 
 
-def act(*calls: dict, content: str = "") -> dict:
-    """A scripted turn that calls tools."""
-    return {"content": content, "tool_calls": list(calls)}
 
 
 # --- resume in a new process -------------------------------------------------------

@@ -16,6 +16,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
 from teamgraph import RoleFileError, Team
+from scripting import call, act, reply_when_done, types
 
 LEADER = "Team Leader"
 BUILTIN_MEMBER_ROLES = {
@@ -31,30 +32,12 @@ BUILTIN_MEMBER_ROLES = {
 }
 
 
-def call(tool: str, /, **args) -> dict:
-    """One tool call of a scripted turn."""
-    return {"name": tool, "args": args}
 
 
-def act(*calls: dict, content: str = "") -> dict:
-    """A scripted turn that calls tools."""
-    return {"content": content, "tool_calls": list(calls)}
 
 
-def reply_when_done(final: str, *members: str, turns: int = 12) -> list:
-    """Leader turns: end each turn silently until every member's result arrived, then reply."""
-
-    def turn(messages):
-        seen = "\n".join(str(m.content) for m in messages if isinstance(m, HumanMessage))
-        replied = any(isinstance(m, AIMessage) and m.content == final for m in messages)
-        done = all(f"Result from {member}" in seen for member in members)
-        return final if done and not replied else ""
-
-    return [turn] * turns
 
 
-def types(messages) -> list[str]:
-    return [type(m).__name__ for m in messages]
 
 
 def errors_of(run, name: str) -> list[str]:

@@ -29,8 +29,8 @@ from teamgraph.roles import LEADER_ROLE_ID
 from teamgraph.runtime import TeamRuntime
 
 RUNNING, IDLE, WAITING, STOPPED = "running", "idle", "waiting", "stopped"
-TERMINATED, SHUTDOWN, FAILED = "terminated", "shutdown", "failed"
-ENDED = frozenset({TERMINATED, SHUTDOWN, FAILED})
+TERMINATED, SHUT_DOWN, FAILED = "terminated", "shutdown", "failed"
+ENDED = frozenset({TERMINATED, SHUT_DOWN, FAILED})
 """Statuses of an agent that will never run again."""
 
 
@@ -292,7 +292,7 @@ class RouterPass:
         if kind == SHUTDOWN:
             self.save(tracker.close(record, status=tracker.APPROVED if approve else tracker.REJECTED, answer=text, closed_at=self.now))
             if approve:
-                self.end_agent(by, SHUTDOWN, reason=f"shut down ({record['id']})")
+                self.end_agent(by, SHUT_DOWN, reason=f"shut down ({record['id']})")
                 self.post(LEADER, envelopes.notice(f"{by} approved {record['id']} and shut down."), sender="router")
             else:
                 self.post(LEADER, envelopes.notice(f"{by} rejected {record['id']}: {text}"), sender="router")

@@ -14,8 +14,9 @@ from langchain_core.messages import ToolMessage
 from langchain_core.tools import ToolException
 from langgraph.types import Command
 
+from teamgraph.messaging import effects
 from teamgraph.messaging.envelopes import LEADER
-from teamgraph.protocols.requests import is_pending
+from teamgraph.protocols.requests import QUESTION, is_pending
 
 View = dict[str, Any]
 
@@ -97,3 +98,30 @@ def require_question(view: View, question_id: str, *, kinds: set[str]) -> dict[s
 def spawned_this_step(view: View, role_name: str) -> int:
     """How many members named ``{role_name}_{n}`` earlier tool calls of this step created."""
     return sum(1 for e in view["effects"] if e["kind"] == "spawn" and e["name"].rsplit("_", 1)[0] == role_name)
+
+
+def ask_agent(
+    view: View, display_name: str, question: str, tool_call_id: str, *, tool: str, reply_via: str = "tool"
+) -> Command:
+    """Open a question to another agent; the calling tool call waits for the answer."""
+    require_member(view, display_name)
+    return defer(
+        effects.open_request(
+            request_kind=QUESTION,
+            to=display_name,
+            body=question,
+            call_id=tool_call_id,
+            tool=tool,
+            reply_via=reply_via,
+        )
+    )
+
+
+def answer_question(view: View, question_id: str, answer: str, tool_call_id: str, *, kind: str) -> Command:
+    """Answer a pending question of ``kind`` addressed to the caller."""
+    record = require_question(view, question_id, kinds={kind})
+    return reply(
+        f"Answered {question_id} ({record['from']}).",
+        tool_call_id,
+        effects.answer(request_id=question_id, answer=answer),
+    )

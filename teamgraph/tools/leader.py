@@ -11,17 +11,18 @@ from pydantic import ValidationError
 
 from teamgraph.messaging import effects
 from teamgraph.messaging.envelopes import LEADER
-from teamgraph.protocols.requests import ASK, QUESTION, is_pending
+from teamgraph.protocols.requests import ASK, is_pending
 from teamgraph.roles import Role
 from teamgraph.runtime import TeamRuntime
 from teamgraph.tools.context import (
     View,
     active_members,
+    answer_question,
+    ask_agent,
     defer,
     fail,
     reply,
     require_member,
-    require_question,
     spawned_this_step,
 )
 
@@ -151,17 +152,7 @@ def make_leader_tools(runtime: TeamRuntime) -> list[BaseTool]:
             question: A specific, answerable question.
         """
         require_approved_plan(runtime, view)
-        require_member(view, display_name)
-        return defer(
-            effects.open_request(
-                request_kind=QUESTION,
-                to=display_name,
-                body=question,
-                call_id=tool_call_id,
-                tool="ask_sub_agent",
-                reply_via="output",
-            )
-        )
+        return ask_agent(view, display_name, question, tool_call_id, tool="ask_sub_agent", reply_via="output")
 
     @tool
     def answer_sub_agent_question(
@@ -176,12 +167,7 @@ def make_leader_tools(runtime: TeamRuntime) -> list[BaseTool]:
             question_id: The id in the question's envelope, e.g. "ask_3".
             answer: Your answer.
         """
-        record = require_question(view, question_id, kinds={ASK})
-        return reply(
-            f"Answered {question_id} ({record['from']}).",
-            tool_call_id,
-            effects.answer(request_id=question_id, answer=answer),
-        )
+        return answer_question(view, question_id, answer, tool_call_id, kind=ASK)
 
     @tool
     def create_custom_agent(

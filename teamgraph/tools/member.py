@@ -11,7 +11,7 @@ from teamgraph.messaging import effects
 from teamgraph.messaging.envelopes import LEADER
 from teamgraph.protocols.requests import ASK, QUESTION
 from teamgraph.runtime import TeamRuntime
-from teamgraph.tools.context import View, caller, defer, fail, reply, require_member, require_question
+from teamgraph.tools.context import View, answer_question, ask_agent, caller, defer, fail
 
 
 def make_member_tools(runtime: TeamRuntime) -> list[BaseTool]:
@@ -59,16 +59,7 @@ def make_member_tools(runtime: TeamRuntime) -> list[BaseTool]:
         """
         if display_name == LEADER:
             raise fail("To ask the Team Leader, use ask_master.")
-        require_member(view, display_name)
-        return defer(
-            effects.open_request(
-                request_kind=QUESTION,
-                to=display_name,
-                body=question,
-                call_id=tool_call_id,
-                tool="ask_other_agent",
-            )
-        )
+        return ask_agent(view, display_name, question, tool_call_id, tool="ask_other_agent")
 
     @tool
     def answer_other_agent(
@@ -83,11 +74,6 @@ def make_member_tools(runtime: TeamRuntime) -> list[BaseTool]:
             question_id: The id in the question's envelope, e.g. "ask_4".
             answer: Your answer.
         """
-        record = require_question(view, question_id, kinds={QUESTION})
-        return reply(
-            f"Answered {question_id} ({record['from']}).",
-            tool_call_id,
-            effects.answer(request_id=question_id, answer=answer),
-        )
+        return answer_question(view, question_id, answer, tool_call_id, kind=QUESTION)
 
     return [ask_master, ask_other_agent, answer_other_agent]

@@ -1,0 +1,32 @@
+"""Helpers to write ScriptedChatModel scripts in tests."""
+
+from __future__ import annotations
+
+from langchain_core.messages import AIMessage, HumanMessage
+
+
+def call(tool: str, /, **args) -> dict:
+    """One tool call of a scripted turn."""
+    return {"name": tool, "args": args}
+
+
+def act(*calls: dict, content: str = "") -> dict:
+    """A scripted turn that calls tools."""
+    return {"content": content, "tool_calls": list(calls)}
+
+
+def reply_when_done(final: str, *members: str, turns: int = 12) -> list:
+    """Leader turns: end each turn silently until every member's result arrived, then reply."""
+
+    def turn(messages):
+        seen = "\n".join(str(m.content) for m in messages if isinstance(m, HumanMessage))
+        replied = any(isinstance(m, AIMessage) and m.content == final for m in messages)
+        done = all(f"Result from {member}" in seen for member in members)
+        return final if done and not replied else ""
+
+    return [turn] * turns
+
+
+def types(messages) -> list[str]:
+    """The class names of ``messages``, for compact assertions."""
+    return [type(m).__name__ for m in messages]

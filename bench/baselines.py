@@ -169,10 +169,10 @@ def swarm_workload(params: dict, workdir: Path) -> dict:
 WORKLOADS: dict[str, Workload] = {
     "supervisor": Workload(supervisor_workload,
                            full=[{"rounds": r} for r in FULL_ROUNDS],
-                           quick=[{"rounds": 10}],
+                           quick=[{"rounds": 10}], repeats=2,
                            description=supervisor_workload.__doc__),
     "swarm": Workload(swarm_workload,
                       full=[{"rounds": r} for r in FULL_ROUNDS],
-                      quick=[{"rounds": 10}],
+                      quick=[{"rounds": 10}], repeats=2,
                       description=swarm_workload.__doc__),
 }

@@ -66,12 +66,16 @@ def timed_invoke(graph: Any, inputs: Any, config: dict, meter: ModelMeter) -> tu
     """Invoke `graph` once with `durability="sync"`; return (output, timing fields).
 
     The meter is reset first, so `model_calls` / `model_seconds` cover this run only.
+    `cpu_seconds` is the process's CPU time during the run (all threads): less
+    sensitive than wall time to other load on the machine.
     """
     meter.reset()
+    cpu = time.process_time()
     start = time.perf_counter()
     output = graph.invoke(inputs, config, durability="sync")
     seconds = time.perf_counter() - start
-    return output, {"seconds": seconds, "model_calls": meter.calls, "model_seconds": meter.seconds}
+    return output, {"seconds": seconds, "model_calls": meter.calls, "model_seconds": meter.seconds,
+                    "cpu_seconds": time.process_time() - cpu}
 
 
 def overhead_ms_per_call(seconds: float, model_seconds: float, model_calls: int) -> float | None:
@@ -85,14 +89,16 @@ def finish_row(raw: dict, params: dict) -> dict:
     """Complete a workload's raw measurements into a result row.
 
     `raw` must hold `system`, `workload`, `model_calls`, `messages`, `seconds`,
-    `model_seconds`; it may hold `db_bytes` and any extra fields (kept as they are).
+    `model_seconds`; it may hold `db_bytes`, `peak_rss_mb` and any extra fields (kept
+    as they are).
     """
     row = {"params": params, **raw}
     row.setdefault("overhead_ms_per_call", overhead_ms_per_call(
         raw["seconds"], raw.get("model_seconds", 0.0), raw["model_calls"]))
     size, messages = raw.get("db_bytes"), raw.get("messages")
     row.setdefault("bytes_per_message", size / messages if size and messages else None)
-    row["peak_rss_mb"] = peak_rss_mb()
+    # NOTE: a workload may measure its peak itself (before post-run analysis).
+    row.setdefault("peak_rss_mb", peak_rss_mb())
     return row
 
 

@@ -31,6 +31,9 @@ class Workload:
     """A registered workload: what to call and with which parameter sets.
 
     `quick` defaults to the first `full` parameter set; `timeout_s` bounds each run.
+    `repeats`: in a full run, each parameter set runs this many times (each in a fresh
+    process) and the fastest run is kept: other load on the machine only ever adds
+    time. A quick run runs each set once.
     """
 
     fn: WorkloadFn
@@ -38,6 +41,7 @@ class Workload:
     quick: list[dict] | None = None
     timeout_s: float = 600.0
     description: str = ""
+    repeats: int = 1
 
     def param_sets(self, quick: bool) -> list[dict]:
         """The parameter sets for a quick (smoke) or full run."""

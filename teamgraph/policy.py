@@ -25,7 +25,12 @@ class Policy(BaseModel):
         require_plan: Refuse creating members and delegating until a plan is approved.
         shutdown_timeout: Seconds a member has to answer a shutdown request before
             it is terminated and the request expires.
-        max_parallel: How many agents may take a step in one superstep.
+        max_parallel: How many members may take a step in one superstep (the
+            leader is not counted).
+        slice_steps: Model calls a member may make in one task while it only does
+            work (tool calls with no message, question or request for the team).
+            Larger slices wait less on the slowest member of each superstep;
+            messages to a member wait for the end of its slice.
         max_turn_steps: Model calls one agent may make in one turn before the
             router stops that turn (a loop guard); the leader is told.
         leader_reminders: How often the leader is reminded of questions it left
@@ -43,6 +48,7 @@ class Policy(BaseModel):
     require_plan: bool = False
     shutdown_timeout: float = Field(default=300.0, gt=0)
     max_parallel: int = Field(default=8, ge=1)
+    slice_steps: int = Field(default=1, ge=1)
     max_turn_steps: int = Field(default=50, ge=1)
     leader_reminders: int = Field(default=1, ge=0)
 

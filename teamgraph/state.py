@@ -16,7 +16,7 @@ from langgraph.graph.message import add_messages
 # NOTE: DeltaChannel writes a full snapshot every `snapshot_frequency` updates;
 # between snapshots a checkpoint stores only what changed. The cadence was chosen
 # from bench/ (storage per message vs. the time to rebuild state on resume).
-HISTORY_SNAPSHOT_FREQUENCY = 1000
+HISTORY_SNAPSHOT_FREQUENCY = 3000
 
 
 def append_histories(
@@ -69,7 +69,10 @@ class TeamState(TypedDict, total=False):
         dict[str, list[AnyMessage]],
         DeltaChannel(append_histories, snapshot_frequency=HISTORY_SNAPSHOT_FREQUENCY),
     ]
-    agents: dict[str, dict[str, Any]]
+    agents: Annotated[
+        dict[str, dict[str, Any]],
+        DeltaChannel(merge_records, snapshot_frequency=HISTORY_SNAPSHOT_FREQUENCY),
+    ]
     requests: Annotated[
         dict[str, dict[str, Any]],
         DeltaChannel(merge_records, snapshot_frequency=HISTORY_SNAPSHOT_FREQUENCY),

@@ -70,7 +70,14 @@ def build_team_graph(runtime: TeamRuntime, *, checkpointer: Any = None) -> Compi
 
     builder.add_conditional_edges(ROUTER, route, [*nodes.values(), GENERIC_MEMBER_NODE, HUMAN_NODE, END])
     graph = builder.compile(checkpointer=checkpointer, name="teamgraph")
-    return graph.with_config(
-        recursion_limit=RECURSION_LIMIT,
-        configurable={CONFIG_KEY_DURABILITY: "sync"},
-    )
+    # NOTE: LangGraph's thread pool is sized from the CPU count; a team must be able
+    # to run every scheduled member (and the leader and the human gate) at once.
+    config: dict[str, Any] = {
+        "recursion_limit": RECURSION_LIMIT,
+        "max_concurrency": runtime.policy.max_parallel + 2,
+    }
+    if checkpointer is not None:
+        # "sync" durability waits for each checkpoint (a crash loses no step); it
+        # must not be set without a checkpointer, where nothing is ever saved.
+        config["configurable"] = {CONFIG_KEY_DURABILITY: "sync"}
+    return graph.with_config(**config)

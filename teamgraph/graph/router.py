@@ -72,8 +72,15 @@ class RouterPass:
             "counters": dict(team.get("counters", {})),
             "instances": dict(team.get("instances", {})),
         }
+        self._agents_before: dict[str, dict[str, Any]] = state.get("agents", {})
+        self._histories: dict[str, list[AnyMessage]] = state.get("histories", {})
         self._requests: dict[str, dict[str, Any]] = state.get("requests", {})
         self.changed_requests: dict[str, dict[str, Any]] = {}
+        # NOTE: an index of the pending request ids, so a pass never scans every
+        # request the thread ever opened (that would make long runs quadratic).
+        self.open_ids: dict[str, None] = dict.fromkeys(
+            team["open"] if "open" in team else (rid for rid, r in self._requests.items() if tracker.is_pending(r))
+        )
         self.appends: dict[str, list[AnyMessage]] = defaultdict(list)
         self.answered_calls: set[str] = set()
         self.replies: list[AnyMessage] = []
@@ -91,11 +98,14 @@ class RouterPass:
         return self.changed_requests.get(request_id) or self._requests.get(request_id)
 
     def pending_requests(self) -> list[dict[str, Any]]:
-        merged = {**self._requests, **self.changed_requests}
-        return [r for r in merged.values() if tracker.is_pending(r)]
+        return [self.request(rid) for rid in list(self.open_ids)]
 
     def save(self, record: dict[str, Any]) -> None:
         self.changed_requests[record["id"]] = record
+        if tracker.is_pending(record):
+            self.open_ids[record["id"]] = None
+        else:
+            self.open_ids.pop(record["id"], None)
 
     # -- the pass ----------------------------------------------------------
 
@@ -123,9 +133,11 @@ class RouterPass:
 
     def schedule(self) -> list[str]:
         """Pick the runnable agents for the next superstep (longest-waiting first)."""
-        runnable = [rec for rec in self.agents.values() if rec["status"] == RUNNING]
-        runnable.sort(key=lambda rec: (rec["last_tick"], rec["index"]))
-        chosen = [rec["name"] for rec in runnable[: self.policy.max_parallel]]
+        members = [rec for n, rec in self.agents.items() if rec["status"] == RUNNING and n != LEADER]
+        members.sort(key=lambda rec: (rec["last_tick"], rec["index"]))
+        chosen = [rec["name"] for rec in members[: self.policy.max_parallel]]
+        if self.agents[LEADER]["status"] == RUNNING:
+            chosen.insert(0, LEADER)  # NOTE: the leader is not counted against max_parallel
         tick = self.team.get("tick", 0) + 1
         self.team["tick"] = tick
         for name in chosen:
@@ -142,7 +154,12 @@ class RouterPass:
         # human gate in the same superstep as the agents, so the run pauses at once.
         immediately = self.policy.pause == "immediately"
         self.team["human"] = bool(self.human_pending()) and (immediately or not scheduled)
-        out: dict[str, Any] = {"agents": self.agents, "team": self.team}
+        self.team["open"] = list(self.open_ids)
+        # NOTE: only changed records are written: the registry is a DeltaChannel.
+        changed = {n: r for n, r in self.agents.items() if self._agents_before.get(n) != r}
+        out: dict[str, Any] = {"team": self.team}
+        if changed:
+            out["agents"] = changed
         if self.appends:
             out["histories"] = dict(self.appends)
         if self.changed_requests:
@@ -402,7 +419,11 @@ class RouterPass:
         )
 
     def on_step(self, effect: dict[str, Any]) -> None:
-        name, text = effect["agent"], effect["text"]
+        name = effect["agent"]
+        # NOTE: the step's text is read from the history the step wrote, not carried
+        # in the effect, so a checkpoint does not store it twice.
+        index = effect.get("message_index")
+        text = self._histories[name][index].text.strip() if index is not None else ""
         record = self.agents[name]
         record["steps"] += 1
         record["turn_steps"] += 1
@@ -438,10 +459,11 @@ class RouterPass:
         """Route a member's step output: answer waits on it, or tell the leader."""
         if text:
             out_id = f"out_{self.next_id('out')}"
-            consumed = self.take_output_wait(LEADER, name, f"{name} replied ({out_id}):\n{text}")
+            content = f"{name} replied ({out_id}):\n{text}"
+            consumed = self.take_output_wait(LEADER, name, content, replies=ended_turn)
             for waiter in self.agents:
                 if waiter != LEADER:
-                    self.take_output_wait(waiter, name, f"{name} replied ({out_id}):\n{text}")
+                    self.take_output_wait(waiter, name, content, replies=ended_turn)
             if not consumed:
                 self.post(LEADER, envelopes.output(name, out_id, text, final=ended_turn), sender=name)
         if ended_turn:
@@ -464,11 +486,18 @@ class RouterPass:
         if not text:
             self.post(LEADER, envelopes.notice(f"{name} finished its turn without a report."), sender="router")
 
-    def take_output_wait(self, waiter: str, on: str, content: str) -> bool:
+    def take_output_wait(self, waiter: str, on: str, content: str, *, replies: bool = True) -> bool:
         """Answer ``waiter``'s waits for ``on``'s next output (sleep, ask_sub_agent).
 
+        Args:
+            waiter: Who waits.
+            on: The agent it waits for.
+            content: The result to give.
+            replies: Whether questions that wait for ``on``'s reply (ask_sub_agent)
+                are answered too: a reply is the end of a turn, not a progress line.
+
         Returns:
-            True if there were any.
+            True if any wait was answered.
         """
         record = self.agents.get(waiter)
         if record is None:
@@ -480,7 +509,7 @@ class RouterPass:
             request = self.request(wait["request"]) if wait["request"] else None
             if request is None:
                 calls.append(call_id)
-            elif request.get("reply_via") == "output" and tracker.is_pending(request):
+            elif replies and request.get("reply_via") == "output" and tracker.is_pending(request):
                 # NOTE: ask_sub_agent: the member spoke (or asked) before replying; the
                 # question is closed with what it said, so the leader is not blocked.
                 self.save(tracker.close(request, status=tracker.ANSWERED, answer=content, closed_at=self.now))

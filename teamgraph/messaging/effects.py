@@ -113,11 +113,21 @@ def board(*, task_id: str, status: str, note: str | None) -> Effect:
     return {"kind": BOARD, "task_id": task_id, "status": status, "note": note}
 
 
-def step(*, text: str, ended_turn: bool, tool_calls: int, deferred: list[str]) -> Effect:
-    """Summarize one agent step for the router (written by the step node, not a tool)."""
+def step(
+    *, message_index: int | None, ended_turn: bool, tool_calls: int, deferred: list[str]
+) -> Effect:
+    """Summarize one agent step for the router (written by the step node, not a tool).
+
+    Args:
+        message_index: Where the step's AI message is in the agent's history,
+            counted from the end (None when the step failed).
+        ended_turn: Whether the model ended its turn (no tool calls).
+        tool_calls: How many tool calls it made.
+        deferred: The calls left open for the router to answer.
+    """
     return {
         "kind": STEP,
-        "text": text,
+        "message_index": message_index,
         "ended_turn": ended_turn,
         "tool_calls": tool_calls,
         "deferred": deferred,

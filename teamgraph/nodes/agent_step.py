@@ -12,7 +12,7 @@ import operator
 from collections.abc import Callable
 from typing import Annotated, Any, TypedDict
 
-from langchain_core.messages import AIMessage, AnyMessage, SystemMessage
+from langchain_core.messages import AnyMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph._internal._constants import (
     CONFIG_KEY_CHECKPOINTER,
@@ -156,57 +156,75 @@ def _step_config(config: RunnableConfig, name: str, role: Role) -> RunnableConfi
     }
 
 
-def _text(message: AIMessage) -> str:
-    return message.text.strip()
-
-
 def run_step(
     runtime: TeamRuntime,
     subgraph: CompiledStateGraph,
     payload: dict[str, Any],
     config: RunnableConfig,
 ) -> dict[str, Any]:
-    """Take one step of the agent named in ``payload`` and report it to the router."""
+    """Take a step (or a slice of steps) of the agent named in ``payload``.
+
+    A member may make up to ``Policy.slice_steps`` model calls in one task, as long
+    as its steps only do work: a step that ends the turn, leaves a call open or
+    asks the router for anything (a message, a question, a spawn...) ends the slice.
+
+    Returns:
+        The agent's new messages and, for the router, the tools' effects plus one
+        ``step`` summary per model call.
+    """
     name = payload["agent"]
     team = read_team_state(config)
     role = runtime.roles[team["agents"][name]["role"]]
     history = team.get("histories", {}).get(name, [])
-    messages = [SystemMessage(system_prompt(runtime, role, name, team)), *history]
-    try:
-        result = subgraph.invoke(
-            {"agent": name, "messages": messages, "view": team_view(team, name), "new": [], "effects": []},
-            _step_config(config, name, role),
-        )
-    except (GraphBubbleUp, ScriptExhaustedError):
-        raise
-    except Exception as exc:
-        if name == LEADER:
+    system = SystemMessage(system_prompt(runtime, role, name, team))
+    view = team_view(team, name)
+    slice_steps = 1 if name == LEADER else runtime.policy.slice_steps
+    new: list[AnyMessage] = []
+    outbox: list[dict[str, Any]] = []
+    for _ in range(slice_steps):
+        try:
+            result = subgraph.invoke(
+                {"agent": name, "messages": [system, *history, *new], "view": view, "new": [], "effects": []},
+                _step_config(config, name, role),
+            )
+        except (GraphBubbleUp, ScriptExhaustedError):
             raise
-        # NOTE: a member whose provider keeps failing is marked failed and the
-        # leader is told; the rest of the team goes on.
-        return {"outbox": [{**effects.step(text="", ended_turn=True, tool_calls=0, deferred=[]), "agent": name, "error": f"{type(exc).__name__}: {exc}"}]}
-    new: list[AnyMessage] = result["new"]
-    ai = new[0]
-    answered = {m.tool_call_id for m in new[1:]}
-    calls = [c["id"] for c in ai.tool_calls] + [c["id"] for c in ai.invalid_tool_calls]
-    summary = effects.step(
-        text=_text(ai),
-        ended_turn=not calls,
-        tool_calls=len(calls),
-        deferred=[c for c in calls if c not in answered],
-    )
-    outbox = [{**e, "agent": name} for e in (*result["effects"], summary)]
-    get_stream_writer()(
-        {
-            AGENT_KEY: name,
-            ROLE_KEY: role.id,
-            "event": "step",
-            "text": summary["text"],
-            "tool_calls": [c["name"] for c in ai.tool_calls],
-            "ended_turn": summary["ended_turn"],
-        }
-    )
-    return {"histories": {name: new}, "outbox": outbox}
+        except Exception as exc:
+            if name == LEADER:
+                raise
+            # NOTE: a member whose provider keeps failing is marked failed and the
+            # leader is told; the rest of the team goes on.
+            failed = effects.step(message_index=None, ended_turn=True, tool_calls=0, deferred=[])
+            outbox.append({**failed, "agent": name, "error": f"{type(exc).__name__}: {exc}"})
+            break
+        step_messages: list[AnyMessage] = result["new"]
+        ai = step_messages[0]
+        answered = {m.tool_call_id for m in step_messages[1:]}
+        calls = [c["id"] for c in ai.tool_calls] + [c["id"] for c in ai.invalid_tool_calls]
+        summary = effects.step(
+            message_index=len(new),  # made relative to the history's end below
+            ended_turn=not calls,
+            tool_calls=len(calls),
+            deferred=[c for c in calls if c not in answered],
+        )
+        new.extend(step_messages)
+        outbox.extend({**e, "agent": name} for e in (*result["effects"], summary))
+        get_stream_writer()(
+            {
+                AGENT_KEY: name,
+                ROLE_KEY: role.id,
+                "event": "step",
+                "text": ai.text.strip(),
+                "tool_calls": [c["name"] for c in ai.tool_calls],
+                "ended_turn": summary["ended_turn"],
+            }
+        )
+        if summary["ended_turn"] or summary["deferred"] or result["effects"]:
+            break
+    for effect in outbox:
+        if effect["kind"] == effects.STEP and effect["message_index"] is not None:
+            effect["message_index"] -= len(new)
+    return {"histories": {name: new}, "outbox": outbox} if new else {"outbox": outbox}
 
 
 def make_step_node(runtime: TeamRuntime, role: Role) -> Callable[..., dict[str, Any]]:

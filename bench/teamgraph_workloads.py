@@ -288,7 +288,7 @@ def fan_out_leader(members: int, rounds: int) -> TeamPolicy:
 # --- building and measuring a team -------------------------------------------------
 
 def _build_team(workdir: Path, model: TeamModel, saver, *, max_parallel: int = 8,
-                snapshot_frequency: int | None = None):
+                slice_steps: int | None = None, snapshot_frequency: int | None = None):
     """A Team on `saver` whose members all get the bench's `echo` tool; (team, graph)."""
     import teamgraph.state
     from bench.baselines import echo
@@ -299,7 +299,7 @@ def _build_team(workdir: Path, model: TeamModel, saver, *, max_parallel: int = 8
         # annotations`), evaluated when the StateGraph is built: the module constant
         # is read then, so setting it before `compile()` sets the DeltaChannels' cadence.
         teamgraph.state.HISTORY_SNAPSHOT_FREQUENCY = snapshot_frequency
-    policy = Policy(max_parallel=max_parallel)
+    policy = Policy(max_parallel=max_parallel, **({"slice_steps": slice_steps} if slice_steps else {}))
     team = Team(model=model, home=workdir / "home", checkpointer=saver, policy=policy,
                 tools={"*": [echo]})
     graph = team.compile()
@@ -690,6 +690,7 @@ def parallel_workload(params: dict, workdir: Path) -> dict:
     """N members x S steps with seeded random 20-80 ms model latency: makespan / critical path."""
     members, steps = int(params["members"]), int(params["steps"])
     max_parallel = int(params.get("max_parallel", 8))
+    slice_steps = params.get("slice_steps")
     progress = bool(params.get("progress", False))
     lo, hi = params.get("latency_ms", (20, 80))
     names = frozenset(member_name(i) for i in range(1, members + 1))
@@ -700,7 +701,7 @@ def parallel_workload(params: dict, workdir: Path) -> dict:
     path = workdir / "parallel.sqlite"
     saver, conn = fresh_sqlite_saver(path)
     with probed(saver) as probe:
-        team, graph = _build_team(workdir, model, saver, max_parallel=max_parallel)
+        team, graph = _build_team(workdir, model, saver, max_parallel=max_parallel, slice_steps=slice_steps)
         config = {"configurable": {"thread_id": "parallel"}}
         if params.get("max_concurrency"):
             # NOTE: diagnostic only: LangGraph runs a superstep's tasks (and the
@@ -720,11 +721,12 @@ def parallel_workload(params: dict, workdir: Path) -> dict:
     supersteps = _count(conn, "checkpoints")
     conn.close()
     ratio = makespan / critical
-    variant = f"max_parallel={max_parallel}" + (", progress" if progress else "")
+    variant = f"max_parallel={max_parallel}, slice_steps={team.runtime.policy.slice_steps}" + (", progress" if progress else "")
     if params.get("max_concurrency"):
         variant += f", max_concurrency={params['max_concurrency']}"
     return {"system": SYSTEM, "workload": f"parallel ({variant})", "members": members,
             "steps": steps, "max_parallel": max_parallel, "progress": progress,
+            "slice_steps": team.runtime.policy.slice_steps,
             "messages": _message_count(output), "makespan_s": makespan,
             "critical_path_s": critical, "makespan_over_critical": ratio,
             "sum_latency_s": sum(latency.values()), "checkpoints": supersteps,
@@ -801,7 +803,9 @@ WORKLOADS: dict[str, Workload] = {
         full=[{"members": 8, "steps": 10, "max_parallel": 8},
               {"members": 8, "steps": 10, "max_parallel": 1},
               {"members": 8, "steps": 10, "max_parallel": 8, "progress": True},
-              {"members": 8, "steps": 10, "max_parallel": 8, "max_concurrency": 16}],
+              {"members": 8, "steps": 10, "max_parallel": 8, "slice_steps": 1},
+              {"members": 8, "steps": 10, "max_parallel": 8, "slice_steps": 4},
+              {"members": 8, "steps": 10, "max_parallel": 8, "slice_steps": 10}],
         quick=[{"members": 8, "steps": 3, "max_parallel": 8, "latency_ms": [2, 8]}],
         repeats=2, description=parallel_workload.__doc__),
     "teamgraph-scale": Workload(

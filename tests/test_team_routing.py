@@ -691,3 +691,69 @@ def test_histories_stay_exactly_once_across_user_messages(make_team):
     assert run.user_replies() == ["Part one done.", "Part two done."]
     user_inputs = [t for t in run.inbox_texts(LEADER) if t in ("Part one, please", "Now part two")]
     assert user_inputs == ["Part one, please", "Now part two"]
+
+
+# --- step slices ------------------------------------------------------------------------
+
+
+def test_a_slice_runs_several_work_steps_in_one_superstep_and_messages_wait_for_its_end(tmp_path):
+    from teamgraph import ScriptedChatModel, Team
+
+    script = {
+        LEADER: [
+            act(call("create_sub_agent", role_id="researcher", task="Write three notes.")),
+            act(call("send_message_to_sub_agent", display_name="Researcher_1", message="Also add a summary.")),
+            *reply_when_done("Notes written.", "Researcher_1"),
+        ],
+        "Researcher_1": [
+            act(call("write_file", path="a.md", content="a")),
+            act(call("write_file", path="b.md", content="b")),
+            act(call("write_file", path="c.md", content="c")),
+            "Three notes written, with a summary.",
+        ],
+    }
+    team = Team(model=ScriptedChatModel(script), home=tmp_path, policy=Policy(slice_steps=3))
+    graph = team.compile()
+    config = {"configurable": {"thread_id": "slice"}}
+    ran_together = []
+    for update in graph.stream({"messages": [("user", "Go")]}, config, stream_mode="updates"):
+        for node, value in update.items():
+            if node == "researcher" and value.get("histories"):
+                ran_together.append(sum(isinstance(m, AIMessage) for m in value["histories"]["Researcher_1"]))
+    # Three work steps in one task, then the final answer in the next.
+    assert ran_together[0] == 3
+    history = team.history(config, "Researcher_1")
+    # The leader's message arrived after the slice's last tool result, never inside it.
+    message_at = next(i for i, m in enumerate(history) if "Also add a summary." in str(m.content))
+    assert [type(m).__name__ for m in history[message_at - 2 : message_at]] == ["AIMessage", "ToolMessage"]
+    assert sum(isinstance(m, AIMessage) for m in history[:message_at]) == 3
+    assert (team.runtime.project_dir / "c.md").read_text() == "c"
+    # The message landed inline, so the fourth call (which ends the turn) saw it.
+    assert isinstance(history[message_at + 1], AIMessage)
+    assert team.agents(config)["Researcher_1"]["steps"] == 4
+
+
+def test_a_slice_ends_at_a_step_that_asks_the_team_for_something(tmp_path):
+    from teamgraph import ScriptedChatModel, Team
+
+    script = {
+        LEADER: [
+            act(call("create_sub_agent", role_id="researcher", task="Research.")),
+            "",
+            act(call("answer_sub_agent_question", question_id="ask_1", answer="Both.")),
+            *reply_when_done("Done.", "Researcher_1"),
+        ],
+        "Researcher_1": [
+            act(call("write_file", path="a.md", content="a")),
+            act(call("ask_master", question="One source or both?")),
+            act(call("write_file", path="b.md", content="b")),
+            "Used both sources.",
+        ],
+    }
+    team = Team(model=ScriptedChatModel(script), home=tmp_path, policy=Policy(slice_steps=5))
+    graph = team.compile()
+    config = {"configurable": {"thread_id": "slice-ask"}}
+    out = graph.invoke({"messages": [("user", "Go")]}, config)
+    assert out["messages"][-1].content == "Done."
+    tool_results = [m.content for m in team.history(config, "Researcher_1") if isinstance(m, ToolMessage)]
+    assert tool_results[1] == "Team Leader answered: Both."

@@ -67,6 +67,12 @@ class Team:
             clock=clock or SystemClock(),
             extra_tools={role: list(ts) for role, ts in extra.items()},
         )
+        unknown = sorted(set(extra) - {"*", *self.runtime.roles})
+        if unknown:
+            raise ValueError(
+                f"tools= names unknown role(s) {', '.join(unknown)}. Use a role id "
+                f"({', '.join(self.runtime.roles)}) or '*' for every member."
+            )
         self._checkpointer = checkpointer
         self._graph: CompiledStateGraph | None = None
 
@@ -112,12 +118,7 @@ class Team:
         Returns:
             The agent's messages, oldest first.
         """
-        values = self.state(config)
-        agents = values.get("agents", {})
-        if display_name not in agents:
-            known = ", ".join(agents) or "none yet"
-            raise KeyError(f"No agent named '{display_name}' in this thread. Agents: {known}.")
-        return list(values.get("histories", {}).get(display_name, []))
+        return _history_of(self.state(config), display_name)
 
     def agents(self, config: RunnableConfig) -> dict[str, dict[str, Any]]:
         """The thread's registry: display name -> role, status, counters."""
@@ -133,13 +134,17 @@ class Team:
 
     async def ahistory(self, config: RunnableConfig, display_name: str) -> list[AnyMessage]:
         """One agent's own conversation in a thread (async); see ``history``."""
-        values = await self.astate(config)
-        agents = values.get("agents", {})
-        if display_name not in agents:
-            known = ", ".join(agents) or "none yet"
-            raise KeyError(f"No agent named '{display_name}' in this thread. Agents: {known}.")
-        return list(values.get("histories", {}).get(display_name, []))
+        return _history_of(await self.astate(config), display_name)
 
     async def aagents(self, config: RunnableConfig) -> dict[str, dict[str, Any]]:
         """The thread's registry (async); see ``agents``."""
         return (await self.astate(config)).get("agents", {})
+
+
+def _history_of(values: dict[str, Any], display_name: str) -> list[AnyMessage]:
+    """``display_name``'s history in a thread's state values, or a KeyError listing the agents."""
+    agents = values.get("agents", {})
+    if display_name not in agents:
+        known = ", ".join(agents) or "none yet"
+        raise KeyError(f"No agent named '{display_name}' in this thread. Agents: {known}.")
+    return list(values.get("histories", {}).get(display_name, []))

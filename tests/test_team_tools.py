@@ -915,3 +915,32 @@ def test_roles_dir_roles_are_usable_and_override_builtins(run_team, tmp_path):
     assert "You are the analyst prompt." in system_prompts["Analyst_1"]
     assert "You scout." in system_prompts["Scout_1"]
     assert isinstance(run.history("Analyst_1")[0], HumanMessage)
+
+
+def test_your_own_tools_reach_the_roles_you_name_and_unknown_roles_are_refused(tmp_path):
+    from langchain_core.tools import tool
+
+    from teamgraph import ScriptedChatModel
+
+    @tool
+    def shout(text: str) -> str:
+        """Say it louder."""
+        return text.upper()
+
+    with pytest.raises(ValueError, match=r"unknown role\(s\) designer.*'\*' for every member"):
+        Team(model=ScriptedChatModel({}), home=tmp_path / "bad", tools={"designer": [shout]})
+    assert not (tmp_path / "bad").exists()
+
+    script = {
+        LEADER: [
+            act(call("create_sub_agent", role_id="researcher", task="Shout.")),
+            "",
+            "Done.",
+        ],
+        "Researcher_1": [act(call("shout", text="hi")), "Shouted."],
+    }
+    team = Team(model=ScriptedChatModel(script), home=tmp_path / "ok", tools={"researcher": [shout]})
+    config = {"configurable": {"thread_id": "own-tools"}}
+    team.compile().invoke({"messages": [("user", "Go")]}, config)
+    results = [m.content for m in team.history(config, "Researcher_1") if isinstance(m, ToolMessage)]
+    assert results == ["HI"]

@@ -33,6 +33,10 @@ class Policy(BaseModel):
             messages to a member wait for the end of its slice.
         max_turn_steps: Model calls one agent may make in one turn before the
             router stops that turn (a loop guard); the leader is told.
+        max_ping_pong: Rounds a requester and its target may go back and forth
+            after a blocking ``sessions_send`` (seed 004); ``REPLY_SKIP`` ends it sooner.
+        peer_traffic: How member-to-member traffic reaches the leader:
+            ``"notice"`` (one line per message) or ``"full"`` (full copies).
         leader_reminders: How often the leader is reminded of questions it left
             unanswered, when the team has nothing else to do, before the asker
             gets a "no answer" result (a question never hangs).
@@ -50,6 +54,8 @@ class Policy(BaseModel):
     max_parallel: int = Field(default=8, ge=1)
     slice_steps: int = Field(default=1, ge=1)
     max_turn_steps: int = Field(default=50, ge=1)
+    max_ping_pong: int = Field(default=5, ge=0)
+    peer_traffic: Literal["notice", "full"] = "notice"
     leader_reminders: int = Field(default=1, ge=0)
 
     def decider(self, kind: str) -> Decider:

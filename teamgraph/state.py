@@ -58,6 +58,8 @@ class TeamState(TypedDict, total=False):
             Written by the router only.
         requests: Every question, approval and protocol request, open or closed,
             by request id (``ask_1``, ``plan_2``, ...). Written by the router only.
+        deliveries: Every message's delivery record by message id (``msg_7``): sender,
+            receiver, queued / delivered / read / bounced, and when. Router only.
         team: Team-wide counters (request and output ids, instance numbers) and
             bookkeeping. Written by the router only.
         outbox: The effects that the last superstep's agent steps asked for; the
@@ -74,6 +76,10 @@ class TeamState(TypedDict, total=False):
         DeltaChannel(merge_records, snapshot_frequency=HISTORY_SNAPSHOT_FREQUENCY),
     ]
     requests: Annotated[
+        dict[str, dict[str, Any]],
+        DeltaChannel(merge_records, snapshot_frequency=HISTORY_SNAPSHOT_FREQUENCY),
+    ]
+    deliveries: Annotated[
         dict[str, dict[str, Any]],
         DeltaChannel(merge_records, snapshot_frequency=HISTORY_SNAPSHOT_FREQUENCY),
     ]

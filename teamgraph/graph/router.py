@@ -15,6 +15,7 @@ Terms:
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from datetime import datetime, timedelta
 from typing import Any
@@ -24,7 +25,7 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMes
 from teamgraph.messaging import envelopes
 from teamgraph.messaging.envelopes import LEADER, clip
 from teamgraph.protocols import requests as tracker
-from teamgraph.protocols.requests import APPROVAL, ASK, HUMAN, MEMBER_PLAN, PLAN, QUESTION, SHUTDOWN
+from teamgraph.protocols.requests import APPROVAL, ASK, HUMAN, MEMBER_PLAN, PLAN, QUESTION, RUN, SHUTDOWN
 from teamgraph.roles import LEADER_ROLE_ID
 from teamgraph.runtime import TeamRuntime
 
@@ -76,6 +77,8 @@ class RouterPass:
         self._histories: dict[str, list[AnyMessage]] = state.get("histories", {})
         self._requests: dict[str, dict[str, Any]] = state.get("requests", {})
         self.changed_requests: dict[str, dict[str, Any]] = {}
+        self._deliveries: dict[str, dict[str, Any]] = state.get("deliveries", {})
+        self.changed_deliveries: dict[str, dict[str, Any]] = {}
         # NOTE: an index of the pending request ids, so a pass never scans every
         # request the thread ever opened (that would make long runs quadratic).
         self.open_ids: dict[str, None] = dict.fromkeys(
@@ -164,6 +167,8 @@ class RouterPass:
             out["histories"] = dict(self.appends)
         if self.changed_requests:
             out["requests"] = self.changed_requests
+        if self.changed_deliveries:
+            out["deliveries"] = self.changed_deliveries
         if self.replies:
             out["messages"] = self.replies
         return out
@@ -171,18 +176,31 @@ class RouterPass:
     # -- delivery ----------------------------------------------------------
 
     def post(self, to: str, text: str, *, sender: str, wake: bool = True) -> None:
-        """Put a message in ``to``'s inbox, or bounce it to the sender if ``to`` is gone."""
+        """Put a message in ``to``'s inbox, or bounce it to the sender if ``to`` is gone.
+
+        Every message gets an id and a delivery record: queued, then delivered (in the
+        receiver's history) and read (the receiver's next step saw it), or bounced.
+        """
+        message_id = f"msg_{self.next_id('message')}"
         record = self.agents.get(to)
+        self.track(message_id, sender=sender, to=to, sent_at=self.now, status="queued", delivered_at=None, read_at=None)
         if record is None or record["status"] in ENDED:
-            status = record["status"] if record else "unknown"
-            if sender in self.agents and sender != to and self.agents[sender]["status"] not in ENDED:
-                self.post(
-                    sender,
-                    envelopes.notice(f"Not delivered: {to} is {status}. Your message: {clip(text, 200)}"),
-                    sender="router",
-                )
+            self.bounce(message_id, text, to=to, status=record["status"] if record else "unknown")
             return
-        record["inbox"].append({"text": text, "from": sender, "wake": wake})
+        record["inbox"].append({"id": message_id, "text": text, "from": sender, "wake": wake})
+
+    def track(self, message_id: str, **fields: Any) -> None:
+        """Create or update a message's delivery record."""
+        current = self.changed_deliveries.get(message_id) or self._deliveries.get(message_id) or {"id": message_id}
+        self.changed_deliveries[message_id] = {**current, **fields}
+
+    def bounce(self, message_id: str, text: str, *, to: str, status: str) -> None:
+        """Return an undeliverable message to its sender (no message is silently lost)."""
+        self.track(message_id, status="bounced")
+        sender = (self.changed_deliveries[message_id])["sender"]
+        if sender in self.agents and sender != to and self.agents[sender]["status"] not in ENDED:
+            note = f"Not delivered ({message_id}): {to} is {status}. Your message: {clip(text, 200)}"
+            self.post(sender, envelopes.notice(note), sender="router")
 
     def flush(self, name: str) -> None:
         """Move the inbox into the history: inline if busy, as a new turn if idle."""
@@ -193,9 +211,11 @@ class RouterPass:
             if not any(m["wake"] for m in record["inbox"]):
                 return
             record.update(status=RUNNING, turn=record["turn"] + 1, turn_steps=0)
-        texts = [m["text"] for m in record["inbox"]]
-        record["inbox"] = []
-        self.appends[name].append(envelopes.as_message(texts))
+        inbox, record["inbox"] = record["inbox"], []
+        for message in inbox:
+            self.track(message["id"], status="delivered", delivered_at=self.now)
+        record["unread"] = [*record.get("unread", []), *(m["id"] for m in inbox)]
+        self.appends[name].append(envelopes.as_message([m["text"] for m in inbox]))
 
     def answer_wait(self, name: str, call_id: str, content: str) -> None:
         """Close an open tool call of ``name`` with ``content`` as its result."""
@@ -209,10 +229,27 @@ class RouterPass:
             record["status"] = RUNNING
 
     def close_request(self, record: dict[str, Any], content: str, *, status: str) -> None:
-        """Close a request and give its answer to the asker's waiting tool call."""
+        """Close a request and give its answer to the asker's waiting tool call.
+
+        A call that waits for several requests (``call_agents``) is answered once the
+        last of them closes. A call released by a time-out gets the answer as a message.
+        """
         self.save(tracker.close(record, status=status, answer=content, closed_at=self.now))
-        if record.get("call_id"):
-            self.answer_wait(record["from"], record["call_id"], content)
+        call_id, asker = record.get("call_id"), record["from"]
+        if not call_id:
+            return
+        waiter = self.agents.get(asker)
+        wait = waiter["waits"].get(call_id) if waiter else None
+        if wait is None:
+            if waiter is not None and waiter["status"] not in ENDED and status == tracker.ANSWERED:
+                self.post(asker, envelopes.reply(record["route"], record["id"], content, late=True), sender=record["route"])
+            return
+        if wait.get("group"):
+            group = [self.request(rid) for rid in wait["group"]]
+            if any(tracker.is_pending(r) for r in group):
+                return
+            content = "\n\n".join(f"[{r['route']} · {r['id']} · {r['status']}]\n{r['answer']}" for r in group)
+        self.answer_wait(asker, call_id, content)
 
     # -- effects -------------------------------------------------------------
 
@@ -242,8 +279,11 @@ class RouterPass:
         """Open a request and route it to whoever decides it now."""
         kind, asker = effect["request_kind"], effect["agent"]
         to, route, decider, deadline = effect["to"], effect["to"], None, None
+        timeout = self.policy.shutdown_timeout if kind == SHUTDOWN else effect.get("timeout")
+        if timeout:
+            deadline = (self.runtime.clock.now() + timedelta(seconds=timeout)).isoformat(timespec="seconds")
         if kind == SHUTDOWN:
-            deadline = (self.runtime.clock.now() + timedelta(seconds=self.policy.shutdown_timeout)).isoformat(timespec="seconds")
+            pass
         elif kind == ASK and effect["details"].get("to_user"):
             to, route, decider = "user", HUMAN, "human"
         elif kind in (ASK, MEMBER_PLAN, APPROVAL, PLAN):
@@ -270,10 +310,15 @@ class RouterPass:
         )
         self.save(record)
         rid = record["id"]
-        if effect["call_id"]:
-            self.agents[asker]["waits"][effect["call_id"]] = {
-                "tool": effect["tool"], "on": route, "request": rid, "seq": self.next_id("wait"),
-            }
+        call_id = effect["call_id"]
+        waits = self.agents[asker]["waits"]
+        if call_id and effect.get("group") and call_id in waits:
+            waits[call_id]["group"].append(rid)
+            waits[call_id]["targets"].append(route)
+        elif call_id:
+            waits[call_id] = {"tool": effect["tool"], "on": route, "request": rid, "seq": self.next_id("wait")}
+            if effect.get("group"):
+                waits[call_id].update(group=[rid], targets=[route])
         target, author = self.agents.get(route), self.agents.get(asker)
         if author is not None and author["status"] in ENDED:
             # NOTE: terminated earlier in this pass (same superstep): nobody may act on
@@ -286,19 +331,30 @@ class RouterPass:
         elif route == HUMAN:
             if asker != LEADER:
                 self.post(LEADER, envelopes.notice(f"{asker}'s {kind} request {rid} waits for the user: {clip(record['body'])}"), sender="router", wake=False)
+        elif kind == RUN:
+            # NOTE: the task went out with its own deliver effect; the call returns at
+            # once, and the result is pushed back to the requester when the run ends.
+            accepted = {"status": "accepted", "runId": rid, "childSessionKey": route}
+            self.save({**record, "call_id": None})
+            self.answer_wait(asker, call_id, json.dumps(accepted))
         else:
             self.post_request(record)
 
     def post_request(self, record: dict[str, Any]) -> None:
         """Deliver a request's envelope to whoever must act on it."""
         rid, asker, route, body = record["id"], record["from"], record["route"], record["body"]
-        text = envelopes.request(record["kind"], asker, rid, body, reply_via=record["reply_via"])
+        style = (record.get("details") or {}).get("style")
+        text = envelopes.request(record["kind"], asker, rid, body, reply_via=record["reply_via"], style=style)
         if route == LEADER and self.take_output_wait(LEADER, asker, f"{asker} opened a request instead of replying:\n{text}"):
             return
         self.post(route, text, sender=asker)
         if record["kind"] == QUESTION and LEADER not in (asker, route):
-            note = envelopes.notice(f"{asker} asked {route} ({rid}): {clip(body)}")
-            self.post(LEADER, note, sender="router", wake=False)
+            self.tell_leader_peer_traffic(f"{asker} asked {route} ({rid}): {clip(body)}", text)
+
+    def tell_leader_peer_traffic(self, line: str, full: str) -> None:
+        """Member-to-member traffic reaches the leader as a one-line notice (or in full, by policy)."""
+        text = full if self.policy.peer_traffic == "full" else envelopes.notice(line)
+        self.post(LEADER, text, sender="router", wake=False)
 
     def on_answer(self, effect: dict[str, Any]) -> None:
         """An agent answers or decides a request routed to it."""
@@ -359,6 +415,11 @@ class RouterPass:
                     task["note"] = effect["note"]
         self.team["board"] = board
 
+    def on_board_add(self, effect: dict[str, Any]) -> None:
+        board = list(self.team.get("board", []))
+        board.append({"id": f"task_{len(board) + 1}", "title": effect["title"], "role_id": None, "depends_on": [], "status": "todo", "assignee": effect["assignee"]})
+        self.team["board"] = board
+
     def decide(self, record: dict[str, Any], *, approve: bool, feedback: str, by: str) -> None:
         """Close a plan or approval request with its verdict and tell the requester."""
         kind, rid = record["kind"], record["id"]
@@ -384,8 +445,38 @@ class RouterPass:
         """Shutdown requests past their deadline: terminate the member (a shutdown never hangs)."""
         now = self.runtime.clock.now()
         for record in self.pending_requests():
-            if record["kind"] == SHUTDOWN and record["deadline"] and datetime.fromisoformat(record["deadline"]) <= now:
+            if not record.get("deadline") or datetime.fromisoformat(record["deadline"]) > now:
+                continue
+            if record["kind"] == SHUTDOWN:
                 self.expire_shutdown(record, f"did not answer {record['id']} within {self.policy.shutdown_timeout:g} s")
+            elif record["kind"] == RUN:
+                self.expire_run(record)
+            else:
+                self.release_on_timeout(record)
+
+    def release_on_timeout(self, record: dict[str, Any]) -> None:
+        """A blocking send timed out: the caller goes on; the answer comes later as a message."""
+        target, rid = record["route"], record["id"]
+        self.save({**record, "deadline": None, "timed_out_at": self.now})
+        waiter = self.agents.get(record["from"])
+        if waiter is None or record.get("call_id") not in waiter["waits"]:
+            return
+        self.answer_wait(
+            record["from"],
+            record["call_id"],
+            f"Timed out: {target} did not reply in time ({rid}). {target} keeps working; its reply "
+            "will reach you as a message. Next: go on with other work, send again with a larger "
+            "timeoutSeconds, or use sessions_spawn for long tasks.",
+        )
+
+    def expire_run(self, record: dict[str, Any]) -> None:
+        """A background run passed runTimeoutSeconds: stop the child and tell the requester."""
+        child, rid = record["route"], record["id"]
+        self.save(tracker.close(record, status=tracker.EXPIRED, answer="run timed out", closed_at=self.now))
+        if self.agents[child]["status"] not in ENDED:
+            self.cancel_waits(child, f"Cancelled: {rid} timed out.")
+            self.agents[child].update(status=STOPPED, last_action=f"stopped: {rid} timed out")
+        self.post(record["from"], envelopes.notice(f"{rid} timed out: {child} was stopped before it finished. Its partial work is in its history."), sender="router")
 
     def expire_shutdown(self, record: dict[str, Any], why: str) -> None:
         target = record["route"]
@@ -425,6 +516,10 @@ class RouterPass:
         index = effect.get("message_index")
         text = self._histories[name][index].text.strip() if index is not None else ""
         record = self.agents[name]
+        # The step saw everything delivered to the agent before it ran.
+        for message_id in record.get("unread", []):
+            self.track(message_id, status="read", read_at=self.now)
+        record["unread"] = []
         record["steps"] += 1
         record["turn_steps"] += 1
         record["tool_calls"] += effect["tool_calls"]
@@ -456,18 +551,74 @@ class RouterPass:
     # -- outputs and waits ---------------------------------------------------
 
     def member_output(self, name: str, text: str, *, ended_turn: bool) -> None:
-        """Route a member's step output: answer waits on it, or tell the leader."""
-        if text:
-            out_id = f"out_{self.next_id('out')}"
-            content = f"{name} replied ({out_id}):\n{text}"
-            consumed = self.take_output_wait(LEADER, name, content, replies=ended_turn)
+        """Route a member's step output: answer who waits for it, or tell the leader."""
+        control = text in envelopes.CONTROL_WORDS
+        conversation = self.conversation_of(name) if ended_turn else None
+        consumed = control or conversation is not None
+        out_id = f"out_{self.next_id('out')}" if text else ""
+        content = f"{name} replied ({out_id}):\n{text}"
+        if text and not control:
             for waiter in self.agents:
-                if waiter != LEADER:
-                    self.take_output_wait(waiter, name, content, replies=ended_turn)
-            if not consumed:
-                self.post(LEADER, envelopes.output(name, out_id, text, final=ended_turn), sender=name)
+                if self.take_output_wait(waiter, name, content, replies=False) and waiter == LEADER:
+                    consumed = True
+        if ended_turn and text:
+            for record in self.pending_requests():
+                if record.get("route") == name and record.get("reply_via") == "output":
+                    self.close_reply(record, name, text, content)
+                    consumed = consumed or record["from"] == LEADER or record["kind"] == RUN
+        if text and not consumed:
+            self.post(LEADER, envelopes.output(name, out_id, text, final=ended_turn), sender=name)
         if ended_turn:
+            if conversation is not None:
+                self.continue_conversation(conversation, name, text)
             self.settle_turn_end(name, text)
+
+    def close_reply(self, record: dict[str, Any], name: str, text: str, content: str) -> None:
+        """``name``'s turn ended with ``text``: the reply a question or a run waited for."""
+        asker = record["from"]
+        if record["kind"] == RUN:
+            self.close_request(record, text, status=tracker.ANSWERED)
+            if text != envelopes.ANNOUNCE_SKIP:
+                self.post(asker, envelopes.reply(name, record["id"], text), sender=name)
+            if asker != LEADER:
+                self.tell_leader_peer_traffic(f"{name} finished {record['id']} for {asker}: {clip(text)}", envelopes.reply(name, record["id"], text))
+            if (record.get("details") or {}).get("cleanup") == "delete":
+                self.end_agent(name, TERMINATED, reason=f"{record['id']} finished (cleanup=delete)")
+            return
+        waiting = asker in self.agents and record.get("call_id") in self.agents[asker]["waits"]
+        self.close_request(record, content, status=tracker.ANSWERED)
+        if asker != LEADER:
+            self.tell_leader_peer_traffic(f"{name} answered {asker} ({record['id']}): {clip(text)}", content)
+        ping_pong = (record.get("details") or {}).get("ping_pong")
+        if waiting and ping_pong and self.policy.max_ping_pong > 1 and LEADER not in (asker, name):
+            conversations = dict(self.team.get("conversations", {}))
+            conversations[record["id"]] = {"a": asker, "b": name, "round": 1, "next": asker}
+            self.team["conversations"] = conversations
+
+    def conversation_of(self, name: str) -> tuple[str, dict[str, Any]] | None:
+        """The ping-pong exchange in which it is ``name``'s turn to reply, if any."""
+        for conv_id, conv in self.team.get("conversations", {}).items():
+            if conv["next"] == name:
+                return conv_id, conv
+        return None
+
+    def continue_conversation(self, conversation: tuple[str, dict[str, Any]], name: str, text: str) -> None:
+        """Forward ``name``'s reply in a ping-pong exchange, until REPLY_SKIP or the round limit."""
+        conv_id, conv = conversation
+        conversations = dict(self.team["conversations"])
+        other = conv["b"] if name == conv["a"] else conv["a"]
+        limit = self.policy.max_ping_pong
+        if not text or text == envelopes.REPLY_SKIP or conv["round"] >= limit:
+            del conversations[conv_id]
+        else:
+            number = conv["round"] + 1
+            note = f"ping-pong round {number}/{limit}" + ("" if number >= limit else f" · reply {envelopes.REPLY_SKIP} to stop")
+            self.post(other, envelopes.reply(name, conv_id, text, round_=note), sender=name)
+            self.tell_leader_peer_traffic(f"{name} → {other} ({conv_id}, round {number}): {clip(text)}", text)
+            conversations[conv_id] = {**conv, "round": number, "next": other}
+            if number >= limit:
+                del conversations[conv_id]
+        self.team["conversations"] = conversations
 
     def settle_turn_end(self, name: str, text: str) -> None:
         """Close what waits on ``name`` once its turn ends: nothing may wait forever."""
@@ -477,6 +628,8 @@ class RouterPass:
                 continue
             if record["kind"] == SHUTDOWN:
                 self.expire_shutdown(record, f"ended its turn without answering {record['id']}")
+            elif record["kind"] == RUN:
+                self.close_reply(record, name, "(no result)", "")
             elif record.get("reply_via") == "output":
                 self.close_request(record, f"{name} ended its turn without replying.", status=tracker.EXPIRED)
             elif record["kind"] == QUESTION:
@@ -504,7 +657,7 @@ class RouterPass:
             return False
         calls = []
         for call_id, wait in list(record["waits"].items()):
-            if wait["on"] != on:
+            if wait["on"] != on or wait.get("group"):
                 continue
             request = self.request(wait["request"]) if wait["request"] else None
             if request is None:
@@ -539,14 +692,14 @@ class RouterPass:
             self.take_output_wait(waiter, name, f"{name} is {status}.")
         inbox, record["inbox"] = record["inbox"], []
         for message in inbox:
-            if message["from"] in self.agents:
-                self.post(message["from"], envelopes.notice(f"Not delivered: {name} is {status}. Your message: {clip(message['text'], 200)}"), sender="router")
+            self.bounce(message["id"], message["text"], to=name, status=status)
 
     # -- settling ------------------------------------------------------------
 
     def settle(self) -> None:
         """Deliver inboxes; if nobody can run, unblock the team (never hang)."""
         while True:
+            self.break_cycles()
             for name in self.agents:
                 self.flush(name)
             if any(rec["status"] == RUNNING for rec in self.agents.values()):
@@ -577,7 +730,7 @@ class RouterPass:
         return True
 
     def break_newest_wait(self) -> bool:
-        """Nobody can run but some agents wait on each other: cancel the newest wait."""
+        """Nobody can run but some agents still wait: cancel the newest wait."""
         waits = [
             (w["seq"], name, call_id, w)
             for name, rec in self.agents.items()
@@ -587,16 +740,45 @@ class RouterPass:
         if not waits:
             return False
         _, name, call_id, wait = max(waits, key=lambda item: item[0])
-        cycle = self.describe_wait_chain(name)
+        self.cancel_wait(name, call_id, wait, self.describe_wait_chain(name), why="Nobody could go on")
+        return True
+
+    def wait_edges(self) -> dict[str, list[tuple[int, str, str, dict[str, Any]]]]:
+        """The wait-for graph: waiter -> [(seq, target agent, call id, wait)]."""
+        edges: dict[str, list[tuple[int, str, str, dict[str, Any]]]] = {}
+        for name, rec in self.agents.items():
+            for call_id, wait in rec["waits"].items():
+                for target in wait.get("targets") or [wait["on"]]:
+                    if target in self.agents and target != name:
+                        edges.setdefault(name, []).append((wait["seq"], target, call_id, wait))
+        return edges
+
+    def break_cycles(self) -> None:
+        """Agents waiting on each other in a cycle: cancel the newest wait of each cycle."""
+        while cycle := find_cycle(edges := self.wait_edges()):
+            along = [
+                (edge, waiter)
+                for i, waiter in enumerate(cycle)
+                for edge in edges[waiter]
+                if edge[1] == cycle[(i + 1) % len(cycle)]
+            ]
+            (seq, _, call_id, wait), waiter = max(along, key=lambda item: item[0][0])
+            chain = ", ".join(
+                f"{waiter} waits for {edge[1]} ({edge[3]['request'] or edge[3]['tool']})" for edge, waiter in along
+            )
+            self.cancel_wait(waiter, call_id, wait, chain, why="This is a cycle")
+
+    def cancel_wait(self, name: str, call_id: str, wait: dict[str, Any], chain: str, *, why: str) -> None:
+        """Answer one wait with a deadlock error (and cancel the requests behind it)."""
         content = (
-            f"Error: deadlock: {cycle}. Nobody could go on, so this wait (the newest) was cancelled. "
+            f"Error: deadlock: {chain}. {why}, so this wait (the newest) was cancelled. "
             "Answer the questions waiting for you first, then ask again if you still need to."
         )
-        request = self.request(wait["request"]) if wait["request"] else None
-        if tracker.is_pending(request):
-            self.save(tracker.close(request, status=tracker.CANCELLED, answer=content, closed_at=self.now))
+        for request_id in wait.get("group") or [wait["request"]]:
+            request = self.request(request_id) if request_id else None
+            if tracker.is_pending(request):
+                self.save(tracker.close(request, status=tracker.CANCELLED, answer=content, closed_at=self.now))
         self.answer_wait(name, call_id, content)
-        return True
 
     def describe_wait_chain(self, start: str) -> str:
         """``A waits for B (ask_3), B waits for A (ask_2)``: the chain of waits from ``start``."""
@@ -608,6 +790,29 @@ class RouterPass:
             parts.append(f"{name} waits for {wait['on']} ({label})")
             name = wait["on"]
         return ", ".join(parts) or f"{start} waits"
+
+
+def find_cycle(edges: dict[str, list[tuple[Any, str, Any, Any]]]) -> list[str] | None:
+    """A cycle in a waiter -> targets graph, as the list of agents on it, or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for _, target, _, _ in edges.get(node, []):
+            if state.get(target) == 1:
+                return path[path.index(target):]
+            if target not in state and (cycle := visit(target)):
+                return cycle
+        state[node] = 2
+        path.pop()
+        return None
+
+    for node in sorted(edges):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
 
 
 def make_router(runtime: TeamRuntime):

@@ -23,6 +23,7 @@ WAIT_OUTPUT = "wait_output"
 TERMINATE = "terminate"
 STOP = "stop"
 BOARD = "board"
+BOARD_ADD = "board_add"
 STEP = "step"
 
 ReplyVia = Literal["tool", "output"]
@@ -47,6 +48,8 @@ def open_request(
     tool: str | None = None,
     reply_via: ReplyVia = "tool",
     details: dict[str, Any] | None = None,
+    timeout: float | None = None,
+    group: bool = False,
 ) -> Effect:
     """Open a request; if ``call_id`` is given, that tool call waits for the outcome.
 
@@ -60,6 +63,10 @@ def open_request(
         reply_via: ``tool`` when the receiver answers with a tool, ``output`` when
             its next output is the answer (``ask_sub_agent``).
         details: Kind-specific fields a decider sees (plan steps, operation...).
+        timeout: Seconds the asker's call waits; then it gets a time-out result
+            and the answer, when it comes, arrives as a message.
+        group: Several requests answer one call (``call_agents``): the call gets
+            every answer together once the last one is in.
     """
     return {
         "kind": OPEN,
@@ -70,6 +77,8 @@ def open_request(
         "tool": tool,
         "reply_via": reply_via,
         "details": details or {},
+        "timeout": timeout,
+        "group": group,
     }
 
 
@@ -111,6 +120,11 @@ def stop(*, target: str) -> Effect:
 def board(*, task_id: str, status: str, note: str | None) -> Effect:
     """Update a task of the team's task board."""
     return {"kind": BOARD, "task_id": task_id, "status": status, "note": note}
+
+
+def board_add(*, title: str, assignee: str | None) -> Effect:
+    """Add a task to the team's task board."""
+    return {"kind": BOARD_ADD, "title": title, "assignee": assignee}
 
 
 def step(

@@ -44,13 +44,27 @@ _RESPONSE = {
     ("member_plan", "tool"): ("Plan", "Plan", "review with review_plan"),
     ("approval", "tool"): ("Approval request", "Approval", "decide with review_plan"),
     ("shutdown", "tool"): ("Shutdown request", "ShutdownRequest", "respond with shutdown_response"),
+    ("call", "output"): ("Call", "Call", "your next reply is the answer (or use answer_other_agent)"),
 }
 
+REPLY_SKIP = "REPLY_SKIP"
+"""A reply that ends a ping-pong exchange (seed 004)."""
+ANNOUNCE_SKIP = "ANNOUNCE_SKIP"
+"""A result that is not announced to the requester (seed 004)."""
+CONTROL_WORDS = frozenset({REPLY_SKIP, ANNOUNCE_SKIP})
 
-def request(kind: str, sender: str, request_id: str, body: str, *, reply_via: str = "tool") -> str:
+
+def request(kind: str, sender: str, request_id: str, body: str, *, reply_via: str = "tool", style: str | None = None) -> str:
     """A request (question, plan, approval, shutdown) the receiver must respond to."""
-    title, tag, how = _RESPONSE[(kind, reply_via)]
+    title, tag, how = _RESPONSE[(style or kind, reply_via)]
     return f"{title} from {sender} · id: {request_id} · {how}\n{_wrap(sender, tag, body)}"
+
+
+def reply(sender: str, request_id: str, body: str, *, late: bool = False, round_: str = "") -> str:
+    """An answer that reaches the asker as a message (after a time-out, or a run's result)."""
+    kind = "Late reply" if late else "Reply"
+    extra = f" · {round_}" if round_ else ""
+    return f"{kind} from {sender} · to: {request_id}{extra}\n{_wrap(sender, 'Reply', body)}"
 
 
 def notice(body: str) -> str:

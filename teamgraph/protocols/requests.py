@@ -24,6 +24,7 @@ PLAN = "plan"  # the leader's plan
 MEMBER_PLAN = "member_plan"  # a member's plan (seed 003)
 SHUTDOWN = "shutdown"  # the leader asks a member to shut down (seed 003)
 APPROVAL = "approval"  # a sensitive operation waits for approval
+RUN = "run"  # background delegation (sessions_spawn): the result is pushed back
 
 # The id prefix of each request kind.
 ID_PREFIX = {QUESTION: "ask"}

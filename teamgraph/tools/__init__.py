@@ -8,18 +8,22 @@ from langchain_core.tools import BaseTool
 
 from teamgraph.roles import Role
 from teamgraph.runtime import TeamRuntime
+from teamgraph.tools.collaboration import make_collaboration_tools
 from teamgraph.tools.files import make_file_tools
 from teamgraph.tools.leader import make_leader_tools
 from teamgraph.tools.member import make_member_tools
 from teamgraph.tools.protocols import make_protocol_tools
+from teamgraph.tools.sessions import make_session_tools
 
 TOOL_SET_FACTORIES: dict[str, Callable[[TeamRuntime, Role], list[BaseTool]]] = {
     "leader": lambda runtime, role: make_leader_tools(runtime),
     "member": lambda runtime, role: make_member_tools(runtime),
     "files": lambda runtime, role: make_file_tools(runtime),
     "protocols": lambda runtime, role: make_protocol_tools(runtime, leader=role.is_leader),
+    "collaboration": lambda runtime, role: make_collaboration_tools(runtime),
+    "sessions": lambda runtime, role: make_session_tools(runtime),
 }
-"""Tool set name -> factory. Sets not built yet (later issues) contribute no tools."""
+"""Tool set name -> factory (the sets a role file's ``tools`` list may name)."""
 
 
 def tool_set(runtime: TeamRuntime, name: str, role: Role) -> list[BaseTool]:

@@ -95,6 +95,12 @@ def require_question(view: View, question_id: str, *, kinds: set[str]) -> dict[s
     return record
 
 
+def instance_name(view: View, role: Any) -> str:
+    """The next display name for ``role``: numbered per display name from 1, never reused."""
+    taken = view["team"].get("instances", {}).get(role.name, 0)
+    return f"{role.name}_{taken + spawned_this_step(view, role.name) + 1}"
+
+
 def spawned_this_step(view: View, role_name: str) -> int:
     """How many members named ``{role_name}_{n}`` earlier tool calls of this step created."""
     return sum(1 for e in view["effects"] if e["kind"] == "spawn" and e["name"].rsplit("_", 1)[0] == role_name)

@@ -21,16 +21,10 @@ from teamgraph.tools.context import (
     ask_agent,
     defer,
     fail,
+    instance_name,
     reply,
     require_member,
-    spawned_this_step,
 )
-
-
-def instance_name(view: View, role: Role) -> str:
-    """The next display name for ``role``: numbered per role from 1, never reused."""
-    taken = view["team"].get("instances", {}).get(role.name, 0)
-    return f"{role.name}_{taken + spawned_this_step(view, role.name) + 1}"
 
 
 def require_approved_plan(runtime: TeamRuntime, view: View) -> None:

@@ -26,7 +26,7 @@ from teamgraph.protocols.requests import (
     is_pending,
 )
 from teamgraph.runtime import TeamRuntime
-from teamgraph.tools.context import View, caller, defer, fail, reply, require_member
+from teamgraph.tools.context import View, active_members, caller, defer, fail, reply, require_member
 
 TaskStatus = Literal["todo", "in_progress", "done", "blocked"]
 
@@ -101,6 +101,62 @@ def _request_approval_tool() -> BaseTool:
         )
 
     return request_approval
+
+
+MESSAGE_TYPES = ("message", "broadcast", "shutdown_request", "shutdown_response", "plan_approval_response")
+"""The message types of seed 003."""
+
+
+def _send_message_tool() -> BaseTool:
+    @tool
+    def send_message(
+        to: str,
+        content: str,
+        view: Annotated[View, InjectedState("view")],
+        tool_call_id: Annotated[str, InjectedToolCallId],
+        msg_type: str = "message",
+        request_id: str | None = None,
+        approve: bool | None = None,
+    ):
+        """Send a typed message (seed 003): message, broadcast, or a protocol message.
+
+        Args:
+            to: The receiver's display name ("*" or anything for a broadcast).
+            content: The text (for protocol messages: the reason or feedback).
+            msg_type: message, broadcast, shutdown_request, shutdown_response or
+                plan_approval_response.
+            request_id: The request a response answers (shutdown_N, member_plan_N).
+            approve: For responses: true or false.
+        """
+        me = caller(view)
+        if msg_type not in MESSAGE_TYPES:
+            raise fail(f"Unknown message type '{msg_type}'. Valid types: {', '.join(MESSAGE_TYPES)}.")
+        if msg_type == "broadcast":
+            members = [n for n in active_members(view) if n != me]
+            if not members:
+                raise fail("No active member to broadcast to.")
+            sent = [effects.deliver(to=n, body=content) for n in members]
+            return reply(f"Broadcast to {len(members)} member(s): {', '.join(members)}.", tool_call_id, *sent)
+        if msg_type == "message":
+            if to != LEADER:
+                require_member(view, to)
+            elif me == LEADER:
+                raise fail("You cannot message yourself.")
+            return reply(f"Message sent to {to}.", tool_call_id, effects.deliver(to=to, body=content))
+        if msg_type == "shutdown_request":
+            if me != LEADER:
+                raise fail("Only the Team Leader sends shutdown requests.")
+            require_member(view, to)
+            return reply(f"Shutdown request sent to {to} (status: pending).", tool_call_id, effects.open_request(request_kind=SHUTDOWN, to=to, body=content or "Your work is no longer needed."))
+        if request_id is None or approve is None:
+            raise fail(f"A {msg_type} needs request_id and approve (true or false).")
+        kinds = (SHUTDOWN,) if msg_type == "shutdown_response" else (MEMBER_PLAN, APPROVAL)
+        _request_to_me(view, request_id, kinds)
+        if msg_type == "shutdown_response" and not approve and not content.strip():
+            raise fail("Give a reason (content) when you reject a shutdown request.")
+        return reply(f"{msg_type} for {request_id} sent ({'approve' if approve else 'reject'}).", tool_call_id, effects.answer(request_id=request_id, answer=content, approve=approve))
+
+    return send_message
 
 
 def make_leader_protocol_tools(runtime: TeamRuntime) -> list[BaseTool]:
@@ -225,7 +281,7 @@ def make_leader_protocol_tools(runtime: TeamRuntime) -> list[BaseTool]:
         """
         return defer(effects.open_request(request_kind=ASK, body=question, call_id=tool_call_id, tool="ask_user", details={"to_user": True}))
 
-    return [propose_plan, review_plan, shutdown_request, check_shutdown_status, escalate_to_user, ask_user, _request_approval_tool(), _update_task_tool()]
+    return [propose_plan, review_plan, shutdown_request, check_shutdown_status, escalate_to_user, ask_user, _request_approval_tool(), _update_task_tool(), _send_message_tool()]
 
 
 def make_member_protocol_tools(runtime: TeamRuntime) -> list[BaseTool]:
@@ -262,7 +318,7 @@ def make_member_protocol_tools(runtime: TeamRuntime) -> list[BaseTool]:
         text = "Shutdown approved: you stop after this step." if approve else "Shutdown rejected; go on with your work."
         return reply(text, tool_call_id, effects.answer(request_id=request_id, answer=reason, approve=approve))
 
-    return [submit_plan, shutdown_response, _request_approval_tool(), _update_task_tool()]
+    return [submit_plan, shutdown_response, _request_approval_tool(), _update_task_tool(), _send_message_tool()]
 
 
 def make_protocol_tools(runtime: TeamRuntime, *, leader: bool) -> list[BaseTool]:

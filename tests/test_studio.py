@@ -309,3 +309,44 @@ def test_stream_tags_tokens_with_the_agent(studio_server: DevServer) -> None:
                 assert metadata.get("teamgraph_agent"), metadata
                 agents.add(metadata["teamgraph_agent"])
     assert agents == MEMBERS, (events, agents)
+
+
+APPROVAL_SCRIPT = DEMO.parent / "approval.yaml"
+
+
+def test_a_pause_for_a_person_is_answered_through_the_api(langgraph_dev: Callable[..., DevServer]) -> None:
+    """The run pauses for a plan approval; the thread state shows the interrupt; a resume finishes it."""
+    server = langgraph_dev(
+        policy={"plan": "human", "require_plan": True}, TEAMGRAPH_MODEL=f"scripted:{APPROVAL_SCRIPT}"
+    )
+    client = get_sync_client(url=server.url)
+    thread = client.threads.create()
+    client.runs.wait(
+        thread["thread_id"], GRAPH_ID,
+        input={"messages": [{"role": "user", "content": "Cookies or JWT for our login?"}]},
+        raise_error=False,
+    )
+    state = client.threads.get_state(thread["thread_id"])
+    interrupts = [i for task in state["tasks"] for i in task.get("interrupts", [])]
+    assert len(interrupts) == 1, state["tasks"]
+    request = interrupts[0]["value"]["requests"]["plan_1"]
+    assert request["type"] == "plan" and request["steps"][0]["role_id"] == "researcher"
+    assert state["values"]["requests"]["plan_1"]["status"] == "pending"
+
+    # A refused value changes nothing: the run pauses again and says why.
+    client.runs.wait(thread["thread_id"], GRAPH_ID, command={"resume": {"plan_9": {"approve": True}}}, raise_error=False)
+    state = client.threads.get_state(thread["thread_id"])
+    value = [i for task in state["tasks"] for i in task.get("interrupts", [])][0]["value"]
+    assert "unknown request id 'plan_9'" in value["error"]
+    assert state["values"]["requests"]["plan_1"]["status"] == "pending"
+
+    client.runs.wait(
+        thread["thread_id"], GRAPH_ID,
+        command={"resume": {"plan_1": {"approve": True, "feedback": "Go ahead."}}}, raise_error=False,
+    )
+    state = client.threads.get_state(thread["thread_id"])
+    assert not [i for task in state["tasks"] for i in task.get("interrupts", [])]
+    values = state["values"]
+    assert values["requests"]["plan_1"]["status"] == "approved"
+    assert values["agents"]["Researcher_1"]["status"] == "idle"
+    assert values["messages"][-1]["content"].startswith("Recommendation (from Researcher_1)")

@@ -363,3 +363,109 @@ def hitl_team(team_home: Path, fake_clock: FakeClock, _compiled_hitl_teams: dict
         return HitlRun(team, graph, config, fake_clock)
 
     return build
+
+
+# --- collaboration and sessions fixtures (tests/test_collaboration.py, tests/test_sessions.py) ---
+
+LIAISON_ROLE = """---
+id: liaison
+name: Liaison
+description: A member that works with other sessions of the team (seed 004 sessions tools).
+tools: [member, files, protocols, sessions]
+---
+
+You coordinate with the other sessions of the team: list them, send them requests,
+and delegate background runs to them.
+"""
+"""A member role with the sessions tool set (built-in members do not have it)."""
+
+
+@pytest.fixture(scope="session")
+def sessions_roles_dir(tmp_path_factory) -> Path:
+    """A roles_dir holding ``liaison`` (display name "Liaison"): a member with sessions tools."""
+    folder = tmp_path_factory.mktemp("sessions-roles")
+    (folder / "liaison.md").write_text(LIAISON_ROLE, encoding="utf-8")
+    return folder
+
+
+def assert_deliveries_consistent(values: dict) -> None:
+    """Every message has one delivery record and reached its receiver's history once.
+
+    Checks the ids (``msg_1`` .. ``msg_N``, no gap, no repeat), each record's fields and
+    status, and that the envelopes in every history are exactly the messages recorded as
+    delivered (or read) to that agent. Envelope bodies must hold no blank line.
+    """
+    from langchain_core.messages import HumanMessage
+
+    deliveries = values.get("deliveries", {})
+    ids = sorted(deliveries, key=lambda i: int(i.split("_")[1]))
+    assert ids == [f"msg_{n}" for n in range(1, len(ids) + 1)], f"message ids: {ids}"
+    received: dict[str, int] = {}
+    for message_id, record in deliveries.items():
+        assert record["id"] == message_id
+        assert {"sender", "to", "sent_at", "delivered_at", "read_at", "status"} <= set(record), record
+        assert record["status"] in {"queued", "delivered", "read", "bounced"}, record
+        if record["status"] in ("delivered", "read"):
+            assert record["delivered_at"] is not None, record
+            received[record["to"]] = received.get(record["to"], 0) + 1
+        if record["status"] == "read":
+            assert record["read_at"] is not None, record
+    for name, history in values.get("histories", {}).items():
+        envelopes = sum(len(str(m.content).split("\n\n")) for m in history if isinstance(m, HumanMessage))
+        assert envelopes == received.get(name, 0), (
+            f"{name}: {envelopes} envelope(s) in its history, {received.get(name, 0)} delivery record(s)"
+        )
+
+
+class ClockedRun(HitlRun):
+    """A HitlRun that also checks the delivery records after every ``send`` and ``resume``."""
+
+    def _checked(self, out: dict) -> dict:
+        out = super()._checked(out)
+        assert_deliveries_consistent(self.values)
+        return out
+
+    def deliveries(self) -> dict:
+        return self.values.get("deliveries", {})
+
+
+@pytest.fixture(scope="session")
+def _compiled_clocked_teams(tmp_path_factory) -> dict:
+    """Compiled teams (built-in roles plus ``liaison``) shared by clocked_team, by policy."""
+    return {"home": tmp_path_factory.mktemp("clocked_shared"), "teams": {}, "threads": 0}
+
+
+@pytest.fixture
+def clocked_team(fake_clock: FakeClock, sessions_roles_dir: Path, _compiled_clocked_teams: dict):
+    """Factory: ``clocked_team(script, policy=...)`` -> ClockedRun.
+
+    The team knows the built-in roles plus ``liaison`` (a member with the sessions
+    tools) and reads time from ``fake_clock``. Runs with the same policy share one
+    compiled team (a thread each; the ScriptedChatModel's script is swapped), so a
+    scenario costs a fraction of a second. The team's home is ``run.team.home``,
+    shared by those runs: use project names of your own.
+    """
+    from teamgraph import Policy, ScriptedChatModel, Team
+
+    def build(script, *, policy=None, thread: str = "t") -> ClockedRun:
+        model = ScriptedChatModel(script)  # validates the script
+        policy = policy or Policy()
+        key = policy.model_dump_json()
+        shared = _compiled_clocked_teams
+        if key not in shared["teams"]:
+            team = Team(
+                model=ScriptedChatModel({}),
+                home=shared["home"],
+                policy=policy,
+                roles_dir=sessions_roles_dir,
+                clock=fake_clock,
+            )
+            shared["teams"][key] = (team, team.compile())
+        team, graph = shared["teams"][key]
+        team.runtime.model.script = model.script
+        team.runtime.clock = fake_clock
+        shared["threads"] += 1
+        config = {"configurable": {"thread_id": f"{thread}-{shared['threads']}"}}
+        return ClockedRun(team, graph, config, fake_clock)
+
+    return build

@@ -30,3 +30,32 @@ def reply_when_done(final: str, *members: str, turns: int = 12) -> list:
 def types(messages) -> list[str]:
     """The class names of ``messages``, for compact assertions."""
     return [type(m).__name__ for m in messages]
+
+
+def on_message(rules: dict, otherwise=""):
+    """A turn that reacts to the agent's last message.
+
+    When the last message is a user-role message (an envelope, a notice) that contains
+    one of ``rules``' markers, the turn is that marker's turn (the first that matches);
+    otherwise it is ``otherwise`` (by default: end the turn silently).
+    """
+
+    def play(messages):
+        last = messages[-1]
+        if isinstance(last, HumanMessage):
+            for marker, turn in rules.items():
+                if marker in str(last.content):
+                    return turn
+        return otherwise
+
+    return play
+
+
+def after_seconds(clock, seconds: float, turn):
+    """A turn that advances ``clock`` (a FakeClock) by ``seconds``, then plays ``turn``."""
+
+    def play(messages):
+        clock.advance(seconds)
+        return turn
+
+    return play

@@ -272,8 +272,12 @@ class RouterPass:
             self.post(name, envelopes.task(effect["agent"], effect["task"]), sender=effect["agent"])
 
     def on_deliver(self, effect: dict[str, Any]) -> None:
+        sender, to = effect["agent"], effect["to"]
         render = envelopes.task if effect["type"] == "task" else envelopes.message
-        self.post(effect["to"], render(effect["agent"], effect["body"]), sender=effect["agent"])
+        text = render(sender, effect["body"])
+        self.post(to, text, sender=sender)
+        if LEADER not in (sender, to):
+            self.tell_leader_peer_traffic(f"{sender} → {to} ({effect['type']}): {clip(effect['body'])}", text)
 
     def on_open(self, effect: dict[str, Any]) -> None:
         """Open a request and route it to whoever decides it now."""
@@ -281,7 +285,7 @@ class RouterPass:
         to, route, decider, deadline = effect["to"], effect["to"], None, None
         timeout = self.policy.shutdown_timeout if kind == SHUTDOWN else effect.get("timeout")
         if timeout:
-            deadline = (self.runtime.clock.now() + timedelta(seconds=timeout)).isoformat(timespec="seconds")
+            deadline = (self.runtime.clock.now() + timedelta(seconds=timeout)).isoformat()
         if kind == SHUTDOWN:
             pass
         elif kind == ASK and effect["details"].get("to_user"):
@@ -335,6 +339,7 @@ class RouterPass:
             # NOTE: the task went out with its own deliver effect; the call returns at
             # once, and the result is pushed back to the requester when the run ends.
             accepted = {"status": "accepted", "runId": rid, "childSessionKey": route}
+            self.agents[route]["task"] = self.agents[route]["task"] or clip(record["body"], 200)
             self.save({**record, "call_id": None})
             self.answer_wait(asker, call_id, json.dumps(accepted))
         else:
@@ -371,6 +376,8 @@ class RouterPass:
                 self.post(LEADER, envelopes.notice(f"{by} rejected {record['id']}: {text}"), sender="router")
         elif kind == QUESTION:
             self.close_request(record, text, status=tracker.ANSWERED)
+            if LEADER not in (by, record["from"]):
+                self.tell_leader_peer_traffic(f"{by} answered {record['from']} ({record['id']}): {clip(text)}", text)
         elif record["decider"] == "leader_then_human":
             decision = {"answer": text} if approve is None else {"approve": approve, "feedback": text}
             self.save({**record, "route": HUMAN, "leader_decision": decision})
@@ -565,7 +572,7 @@ class RouterPass:
             for record in self.pending_requests():
                 if record.get("route") == name and record.get("reply_via") == "output":
                     self.close_reply(record, name, text, content)
-                    consumed = consumed or record["from"] == LEADER or record["kind"] == RUN
+                    consumed = True  # the asker has it; the leader got it or a notice
         if text and not consumed:
             self.post(LEADER, envelopes.output(name, out_id, text, final=ended_turn), sender=name)
         if ended_turn:
@@ -590,7 +597,7 @@ class RouterPass:
         if asker != LEADER:
             self.tell_leader_peer_traffic(f"{name} answered {asker} ({record['id']}): {clip(text)}", content)
         ping_pong = (record.get("details") or {}).get("ping_pong")
-        if waiting and ping_pong and self.policy.max_ping_pong > 1 and LEADER not in (asker, name):
+        if waiting and ping_pong and text not in envelopes.CONTROL_WORDS and self.policy.max_ping_pong > 1 and LEADER not in (asker, name):
             conversations = dict(self.team.get("conversations", {}))
             conversations[record["id"]] = {"a": asker, "b": name, "round": 1, "next": asker}
             self.team["conversations"] = conversations

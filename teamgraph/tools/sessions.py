@@ -124,6 +124,8 @@ def make_session_tools(runtime: TeamRuntime) -> list[BaseTool]:
             require_session(view, agentId)
             child = agentId
         else:
+            if agentId is None and me == LEADER:
+                raise fail("Give agentId: a role id for a new agent (e.g. 'researcher') or a live session key (sessions_list).")
             role_id = agentId or view["agents"][me]["role"]
             role = runtime.roles.get(role_id)
             if role is None or role.is_leader:

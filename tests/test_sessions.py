@@ -1,0 +1,513 @@
+"""Scenario tests of the sessions tool set (seed 004).
+
+``sessions_list``, ``sessions_send`` (blocking up to a time-out, then a late reply;
+``timeoutSeconds=0`` fire-and-forget; the reply ping-pong and ``REPLY_SKIP``),
+``sessions_spawn`` (background runs, result push, ``cleanup``, ``runTimeoutSeconds``,
+``ANNOUNCE_SKIP``), the errors worded as seed 004 words them, and wait cycles that mix
+tools.
+
+Built-in members have no sessions tools: the ``liaison`` role (conftest.py,
+``tools: [member, files, protocols, sessions]``) gives them to ``Liaison_N``. Every
+scenario runs a whole team with a ScriptedChatModel and a FakeClock that scripted
+turns advance (``after_seconds``); ``clocked_team`` checks after every run that each
+history holds each message once and that the delivery records match the histories.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from scripting import act, after_seconds, call, types
+
+from teamgraph import Policy
+from teamgraph.tools import tools_for_role
+
+LEADER = "Team Leader"
+LIAISON, LIAISON_2 = "Liaison_1", "Liaison_2"
+PM, TM = "Project Manager_1", "Task Manager_1"
+R1, R2 = "Researcher_1", "Researcher_2"
+
+COLLABORATION = {"call_agent", "call_agents", "assign_agent_work"}
+SESSIONS = {"sessions_list", "sessions_send", "sessions_spawn"}
+
+CREATE_LIAISON_AND_RESEARCHER = act(
+    call("create_sub_agent", role_id="liaison", task="Work with the other sessions."),
+    call("create_sub_agent", role_id="researcher"),
+)
+TIMED_OUT = (
+    "Timed out: Researcher_1 did not reply in time (ask_1). Researcher_1 keeps working; its reply will "
+    "reach you as a message. Next: go on with other work, send again with a larger timeoutSeconds, or "
+    "use sessions_spawn for long tasks."
+)
+
+
+def quiet(turns: int = 12) -> list[str]:
+    """Leader turns that end silently (the leader only watches)."""
+    return [""] * turns
+
+
+def errors_of(run, name: str) -> list[str]:
+    return [str(m.content) for m in run.tool_results(name) if m.status == "error"]
+
+
+def chunks(run, name: str) -> list[str]:
+    """Every envelope (notice, message, reply...) that reached ``name``, one by one."""
+    return [chunk for text in run.inbox_texts(name) for chunk in text.split("\n\n")]
+
+
+def ai_texts(run, name: str) -> list[str]:
+    return [str(m.content) for m in run.history(name) if type(m).__name__ == "AIMessage" and not m.tool_calls]
+
+
+def question_envelope(body: str, *, timeout: str = "120") -> str:
+    return (
+        f"Question from {LIAISON} · id: ask_1 · your next reply is the answer (or use answer_other_agent)\n"
+        f"<{LIAISON}><Ask>[Agent-to-agent]\nsender: {LIAISON}\nreceiver: {R1}\nsource sessionKey: {LIAISON}\n"
+        f"expected response: blocking reply\ntimeout: {timeout} s\n---\n{body}</Ask></{LIAISON}>"
+    )
+
+
+def ping(sender: str, body: str, note: str) -> str:
+    """A ping-pong reply as the other side receives it."""
+    return f"Reply from {sender} · to: ask_1 · {note}\n<{sender}><Reply>{body}</Reply></{sender}>"
+
+
+# --- who has which tools -------------------------------------------------------------------
+
+
+def test_the_leader_has_collaboration_and_sessions_managers_have_collaboration(clocked_team):
+    runtime = clocked_team({}).team.runtime
+
+    def names(role_id: str) -> set[str]:
+        return {t.name for t in tools_for_role(runtime, runtime.roles[role_id])}
+
+    assert names("team-leader") >= COLLABORATION | SESSIONS | {"send_message"}
+    for role_id in ("project-manager", "task-manager"):
+        assert names(role_id) >= COLLABORATION | {"send_message"}
+        assert not names(role_id) & SESSIONS
+    assert names("liaison") >= SESSIONS | {"send_message"}
+    assert not names("liaison") & COLLABORATION
+    assert not names("researcher") & (COLLABORATION | SESSIONS)
+
+
+# --- sessions_list -------------------------------------------------------------------------
+
+
+def test_sessions_list_shows_the_live_agents_and_their_keys(clocked_team):
+    run = clocked_team(
+        {
+            LEADER: [
+                act(*CREATE_LIAISON_AND_RESEARCHER["tool_calls"], call("create_sub_agent", role_id="researcher")),
+                act(call("terminate_sub_agent", display_name=R2)),
+                *quiet(),
+            ],
+            LIAISON: [act(call("list_files")), act(call("sessions_list")), "Listed."],
+        }
+    )
+    run.send("Go")
+
+    assert json.loads(run.tool_result(LIAISON, "sessions_list")) == [
+        {"sessionKey": LEADER, "role_id": "team-leader", "status": "running", "you": False},
+        {"sessionKey": LIAISON, "role_id": "liaison", "status": "running", "you": True},
+        {"sessionKey": R1, "role_id": "researcher", "status": "idle", "you": False},
+    ]
+
+
+# --- sessions_send -------------------------------------------------------------------------
+
+
+def test_sessions_send_blocks_until_the_target_replies_within_the_time_out(clocked_team, fake_clock):
+    run = clocked_team(
+        {
+            LEADER: [CREATE_LIAISON_AND_RESEARCHER, *quiet()],
+            LIAISON: [act(call("sessions_send", sessionKey=R1, message="What is 2+2?", timeoutSeconds=30)), "REPLY_SKIP"],
+            R1: [after_seconds(fake_clock, 10, act(call("list_files"))), "4."],
+        }
+    )
+    run.send("Go")
+
+    assert run.inbox_texts(R1) == [question_envelope("What is 2+2?", timeout="30")]
+    assert run.tool_result(LIAISON, "sessions_send") == "Researcher_1 replied (out_1):\n4."
+    assert types(run.history(LIAISON)) == ["HumanMessage", "AIMessage", "ToolMessage", "AIMessage"]
+    record = run.request("ask_1")
+    assert (record["tool"], record["status"], record["closed_at"]) == ("sessions_send", "answered", "2030-01-01T09:00:10+00:00")
+    assert "timed_out_at" not in record
+
+
+def test_sessions_send_times_out_and_the_late_reply_reaches_the_caller_as_a_message(clocked_team, fake_clock):
+    run = clocked_team(
+        {
+            LEADER: [CREATE_LIAISON_AND_RESEARCHER, *quiet()],
+            LIAISON: [
+                act(call("sessions_send", sessionKey=R1, message="Check the logs.", timeoutSeconds=30)),
+                "Going on with other work.",
+                "Thanks for the logs.",
+            ],
+            R1: [after_seconds(fake_clock, 60, act(call("list_files"))), "The logs are clean."],
+        }
+    )
+    run.send("Go")
+
+    assert run.tool_result(LIAISON, "sessions_send") == TIMED_OUT
+    assert run.request("ask_1")["timed_out_at"] == "2030-01-01T09:01:00+00:00"
+    # The caller went on; the target kept working and its answer came later, as a message.
+    assert types(run.history(LIAISON)) == [
+        "HumanMessage", "AIMessage", "ToolMessage", "AIMessage", "HumanMessage", "AIMessage",
+    ]
+    assert ai_texts(run, LIAISON) == ["Going on with other work.", "Thanks for the logs."]
+    assert chunks(run, LIAISON)[1:] == [
+        (
+            "Late reply from Researcher_1 · to: ask_1\n<Researcher_1><Reply>Researcher_1 replied (out_2):\n"
+            "The logs are clean.</Reply></Researcher_1>"
+        )
+    ]
+    assert run.request("ask_1")["status"] == "answered"
+    # A late reply starts no ping-pong: the caller's next message is not forwarded.
+    assert chunks(run, R1) == [question_envelope("Check the logs.", timeout="30")]
+
+
+def test_sessions_send_waits_the_whole_time_out_even_a_fractional_one(clocked_team, fake_clock):
+    run = clocked_team(
+        {
+            LEADER: [CREATE_LIAISON_AND_RESEARCHER, *quiet()],
+            LIAISON: [act(call("sessions_send", sessionKey=R1, message="Quick check?", timeoutSeconds=1.5)), "REPLY_SKIP", "Ok.", "Ok."],
+            # One second passes: less than the 1.5 s the caller agreed to wait.
+            R1: [after_seconds(fake_clock, 1, act(call("list_files"))), "Checked."],
+        }
+    )
+    run.send("Go")
+
+    assert run.tool_result(LIAISON, "sessions_send") == "Researcher_1 replied (out_1):\nChecked."
+    assert "timed_out_at" not in run.request("ask_1")
+
+
+def test_time_out_zero_is_fire_and_forget(clocked_team):
+    run = clocked_team(
+        {
+            LEADER: [CREATE_LIAISON_AND_RESEARCHER, *quiet()],
+            LIAISON: [
+                act(
+                    call("sessions_send", sessionKey=R1, message="Deploy is at 5.", timeoutSeconds=0),
+                    call("sessions_send", sessionKey=LEADER, message="Deploy scheduled.", timeoutSeconds=0),
+                ),
+                "Told everyone.",
+            ],
+            R1: ["Noted."],
+        }
+    )
+    steps = run.supersteps("Go")
+    run.check_histories()
+
+    assert run.tool_texts(LIAISON, "sessions_send") == [
+        "Sent to Researcher_1 (fire-and-forget): no reply expected.",
+        "Sent to Team Leader (fire-and-forget): no reply expected.",
+    ]
+    header = (
+        "<Liaison_1><Message>[Agent-to-agent]\nsender: Liaison_1\nreceiver: {to}\nsource sessionKey: Liaison_1\n"
+        "expected response: none (fire-and-forget)\ntimeout: 0 s\n---\n"
+    )
+    assert chunks(run, R1) == ["Message from Liaison_1\n" + header.format(to=R1) + "Deploy is at 5.</Message></Liaison_1>"]
+    assert "Message from Liaison_1\n" + header.format(to=LEADER) + "Deploy scheduled.</Message></Liaison_1>" in chunks(run, LEADER)
+    assert run.requests() == {}
+    # The caller did not wait: its next step ran alongside the target's.
+    assert any({LIAISON, R1} <= set(ran) for _, ran in steps), steps
+    # And no reply comes back to it.
+    assert chunks(run, LIAISON) == ["Task from Team Leader\n<Team Leader><Task>Work with the other sessions.</Task></Team Leader>"]
+
+
+def test_a_target_that_fails_while_the_caller_waits_ends_the_wait_with_a_failure_result(clocked_team):
+    def provider_down(messages):
+        raise RuntimeError("provider down")
+
+    run = clocked_team(
+        {
+            LEADER: [CREATE_LIAISON_AND_RESEARCHER, *quiet()],
+            LIAISON: [act(call("sessions_send", sessionKey=R1, message="Check the logs.")), "Will check them myself."],
+            R1: [provider_down],
+        }
+    )
+    run.send("Go")
+
+    assert run.tool_result(LIAISON, "sessions_send") == "Researcher_1 is failed and did not answer."
+    assert run.request("ask_1")["status"] == "cancelled"
+    assert run.status(R1) == "failed"
+    assert "Notice · Researcher_1 failed: RuntimeError: provider down" in chunks(run, LEADER)
+    assert ai_texts(run, LIAISON) == ["Will check them myself."]
+
+
+# --- the reply ping-pong --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("limit", [5, 2, 1])
+def test_ping_pong_goes_back_and_forth_for_at_most_max_ping_pong_rounds(clocked_team, limit):
+    policy = Policy() if limit == 5 else Policy(max_ping_pong=limit)
+    run = clocked_team(
+        {
+            LEADER: [CREATE_LIAISON_AND_RESEARCHER, *quiet()],
+            LIAISON: [act(call("sessions_send", sessionKey=R1, message="Shall we use REST?")), "A1", "A2", "A3", "A4"],
+            R1: ["B1", "B2", "B3", "B4"],
+        },
+        policy=policy,
+    )
+    run.send("Go")
+
+    skip = " · reply REPLY_SKIP to stop"
+    expected = {
+        5: (
+            [ping(R1, "B2", "ping-pong round 3/5" + skip), ping(R1, "B3", "ping-pong round 5/5")],
+            [ping(LIAISON, "A1", "ping-pong round 2/5" + skip), ping(LIAISON, "A2", "ping-pong round 4/5" + skip)],
+            (LIAISON, "A3"),
+        ),
+        2: ([], [ping(LIAISON, "A1", "ping-pong round 2/2")], (R1, "B2")),
+        1: ([], [], (LIAISON, "A1")),
+    }
+    to_liaison, to_researcher, (last_speaker, last_words) = expected[limit]
+    assert run.tool_result(LIAISON, "sessions_send") == "Researcher_1 replied (out_1):\nB1"
+    assert chunks(run, LIAISON)[1:] == to_liaison
+    assert chunks(run, R1) == [question_envelope("Shall we use REST?"), *to_researcher]
+    # The first reply after the limit is not forwarded: it is an ordinary result for the leader.
+    results = [c for c in chunks(run, LEADER) if c.startswith("Result from ")]
+    assert results[-1].startswith(f"Result from {last_speaker}") and f"<Output>{last_words}</Output>" in results[-1]
+    assert run.values["team"].get("conversations", {}) == {}
+    if limit == 5:
+        assert "Notice · Liaison_1 → Researcher_1 (ask_1, round 2): A1" in chunks(run, LEADER)
+
+
+@pytest.mark.parametrize("side", ["requester", "target", "target-first-reply"])
+def test_replying_exactly_reply_skip_ends_the_ping_pong(clocked_team, side):
+    liaison = {"requester": ["REPLY_SKIP", "A2"], "target": ["A1", "A2"], "target-first-reply": ["A1", "A2"]}[side]
+    researcher = {"requester": ["B1", "B2"], "target": ["B1", "REPLY_SKIP", "B3"], "target-first-reply": ["REPLY_SKIP", "B2"]}[side]
+    spare = ["(spare turn)"] * 4  # so that a ping-pong that goes on too long fails an assertion, not the script
+    run = clocked_team(
+        {
+            LEADER: [CREATE_LIAISON_AND_RESEARCHER, *quiet()],
+            LIAISON: [act(call("sessions_send", sessionKey=R1, message="Shall we use REST?")), *liaison, *spare],
+            R1: [*researcher, *spare],
+        }
+    )
+    run.send("Go")
+
+    expected_to_researcher = [ping(LIAISON, "A1", "ping-pong round 2/5 · reply REPLY_SKIP to stop")] if side == "target" else []
+    assert chunks(run, R1) == [question_envelope("Shall we use REST?"), *expected_to_researcher]
+    assert chunks(run, LIAISON)[1:] == []
+    assert run.values["team"].get("conversations", {}) == {}
+    # REPLY_SKIP is a control word: it is never forwarded nor reported as a result.
+    assert not any("<Output>REPLY_SKIP</Output>" in c or "<Reply>REPLY_SKIP</Reply>" in c for n in (LEADER, LIAISON, R1) for c in chunks(run, n))
+
+
+# --- sessions_spawn -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cleanup, end_status", [("keep", "idle"), ("delete", "terminated")])
+def test_sessions_spawn_accepts_at_once_and_pushes_the_result_back(clocked_team, cleanup, end_status):
+    run = clocked_team(
+        {
+            LEADER: [act(call("create_sub_agent", role_id="liaison", task="Find the rate limit.")), *quiet()],
+            LIAISON: [
+                act(call("sessions_spawn", task="Find the API rate limit.", label="rate-limit", agentId="researcher", cleanup=cleanup)),
+                "Waiting for the run.",
+                "Rate limit noted.",
+            ],
+            R1: [act(call("list_files")), "100 requests per minute."],
+        }
+    )
+    steps = run.supersteps("Go")
+    run.check_histories()
+
+    assert json.loads(run.tool_result(LIAISON, "sessions_spawn")) == {
+        "status": "accepted", "runId": "run_1", "childSessionKey": R1,
+    }
+    # Non-blocking: the requester's next step runs alongside the child's first one.
+    first_child_step = next(ran for _, ran in steps if R1 in ran)
+    assert LIAISON in first_child_step, steps
+    assert run.inbox_texts(R1) == [
+        (
+            "Task from Liaison_1\n<Liaison_1><Task>[Background run from Liaison_1 · rate-limit] Your final message is "
+            "pushed back to the requester.\nFind the API rate limit.</Task></Liaison_1>"
+        )
+    ]
+    assert chunks(run, LIAISON)[1:] == [
+        "Reply from Researcher_1 · to: run_1\n<Researcher_1><Reply>100 requests per minute.</Reply></Researcher_1>"
+    ]
+    assert ai_texts(run, LIAISON) == ["Waiting for the run.", "Rate limit noted."]
+    record = run.request("run_1")
+    assert (record["kind"], record["from"], record["to"], record["status"], record["answer"]) == (
+        "run", LIAISON, R1, "answered", "100 requests per minute.",
+    )
+    child = run.agents()[R1]
+    assert (child["role"], child["created_by"], child["status"]) == ("researcher", LIAISON, end_status)
+    # The result went to the requester; the leader only got a one-line notice of it.
+    assert not any(c.startswith("Result from Researcher_1") for c in chunks(run, LEADER))
+    assert "Notice · Researcher_1 finished run_1 for Liaison_1: 100 requests per minute." in chunks(run, LEADER)
+
+
+@pytest.mark.parametrize("agent_id, child", [(None, LIAISON_2), (R1, R1)], ids=["own-role", "existing-session"])
+def test_sessions_spawn_runs_on_a_new_agent_of_the_callers_role_or_an_existing_session(clocked_team, agent_id, child):
+    spawn = call("sessions_spawn", task="Summarize the notes.") if agent_id is None else call("sessions_spawn", task="Summarize the notes.", agentId=agent_id)
+    run = clocked_team(
+        {
+            LEADER: [CREATE_LIAISON_AND_RESEARCHER, *quiet()],
+            LIAISON: [act(spawn), "Waiting.", "Summary received."],
+            child: ["Summary: all good."],
+        }
+    )
+    run.send("Go")
+
+    assert json.loads(run.tool_result(LIAISON, "sessions_spawn"))["childSessionKey"] == child
+    assert set(run.agents()) == {LEADER, LIAISON, R1} | {child}
+    assert run.agents()[child]["role"] == ("liaison" if agent_id is None else "researcher")
+    assert f"Reply from {child} · to: run_1\n<{child}><Reply>Summary: all good.</Reply></{child}>" in chunks(run, LIAISON)
+
+
+def test_run_time_out_stops_the_child_and_tells_the_requester(clocked_team, fake_clock):
+    run = clocked_team(
+        {
+            LEADER: [act(call("create_sub_agent", role_id="liaison", task="Delegate the survey.")), *quiet()],
+            LIAISON: [
+                act(call("sessions_spawn", task="Survey every option.", agentId="researcher", runTimeoutSeconds=10)),
+                "Waiting.",
+                "The survey timed out; I will narrow it.",
+            ],
+            R1: [after_seconds(fake_clock, 30, act(call("list_files"))), "Survey done (too late)."],
+        }
+    )
+    run.send("Go")
+
+    assert chunks(run, LIAISON)[1:] == [
+        "Notice · run_1 timed out: Researcher_1 was stopped before it finished. Its partial work is in its history."
+    ]
+    record = run.request("run_1")
+    assert (record["status"], record["closed_at"]) == ("expired", "2030-01-01T09:00:30+00:00")
+    assert run.status(R1) == "stopped"
+    assert types(run.history(R1)) == ["HumanMessage", "AIMessage", "ToolMessage"]  # stopped mid-run
+    assert not any("Survey done" in c for c in chunks(run, LIAISON) + chunks(run, LEADER))
+
+
+def test_a_child_that_answers_announce_skip_posts_no_result(clocked_team):
+    run = clocked_team(
+        {
+            LEADER: [act(call("create_sub_agent", role_id="liaison", task="Delegate the clean-up.")), *quiet()],
+            LIAISON: [act(call("sessions_spawn", task="Delete the temp files.", cleanup="delete")), "Delegated."],
+            LIAISON_2: [act(call("list_files")), "ANNOUNCE_SKIP"],
+        }
+    )
+    run.send("Go")
+
+    assert json.loads(run.tool_result(LIAISON, "sessions_spawn"))["childSessionKey"] == LIAISON_2
+    assert run.request("run_1")["status"] == "answered"
+    assert chunks(run, LIAISON) == [
+        "Task from Team Leader\n<Team Leader><Task>Delegate the clean-up.</Task></Team Leader>"
+    ]
+    assert not any(c.startswith(("Result from Liaison_2", "Reply from Liaison_2")) for c in chunks(run, LEADER))
+    assert run.status(LIAISON_2) == "terminated"  # cleanup still applies
+
+
+def test_the_leader_uses_sessions_send_and_sessions_spawn(clocked_team):
+    run = clocked_team(
+        {
+            LEADER: [
+                act(call("create_sub_agent", role_id="researcher")),
+                act(call("sessions_send", sessionKey=R1, message="Status?", timeoutSeconds=60)),
+                act(call("sessions_spawn", task="Write the summary.", agentId="researcher", cleanup="delete")),
+                *quiet(),
+            ],
+            R1: ["All good.", "Still good."],
+            R2: ["Summary written."],
+        }
+    )
+    run.send("Go")
+
+    assert run.tool_result(LEADER, "sessions_send") == "Researcher_1 replied (out_1):\nAll good."
+    assert json.loads(run.tool_result(LEADER, "sessions_spawn")) == {
+        "status": "accepted", "runId": "run_2", "childSessionKey": R2,
+    }
+    seen = chunks(run, LEADER)
+    assert seen.count("Reply from Researcher_2 · to: run_2\n<Researcher_2><Reply>Summary written.</Reply></Researcher_2>") == 1
+    assert not any(c.startswith(("Result from Researcher_1", "Result from Researcher_2")) for c in seen)
+    assert len(run.inbox_texts(R1)) == 1  # no ping-pong with the leader
+    assert run.status(R2) == "terminated"
+
+
+# --- errors, worded as seed 004 words them --------------------------------------------------
+
+
+def test_sessions_errors_name_the_problem_and_what_to_do(clocked_team):
+    run = clocked_team(
+        {
+            LEADER: [
+                act(*CREATE_LIAISON_AND_RESEARCHER["tool_calls"], call("create_sub_agent", role_id="researcher")),
+                act(call("terminate_sub_agent", display_name=R2)),
+                *quiet(),
+            ],
+            LIAISON: [
+                act(call("list_files")),  # the next step comes after Researcher_2 was terminated
+                act(
+                    call("sessions_send", sessionKey="Researcher_9", message="Hi"),
+                    call("sessions_send", sessionKey=R2, message="Hi"),
+                    call("sessions_send", sessionKey=LIAISON, message="Hi"),
+                    call("sessions_send", sessionKey=LEADER, message="Approve?"),
+                    call("sessions_send", sessionKey=R1, message="Hi", timeoutSeconds=-1),
+                    call("sessions_spawn", task="Do it.", agentId="wizard"),
+                    call("sessions_spawn", task="Do it.", agentId="team-leader"),
+                    call("sessions_spawn", task="Do it.", agentId=R2),
+                    call("sessions_spawn", task="Do it.", agentId="researcher", runTimeoutSeconds=-5),
+                ),
+                "Nothing worked.",
+            ],
+        }
+    )
+    run.send("Go")
+
+    unknown = (
+        "Error: Unknown session '{}'. Available sessions: Team Leader, Researcher_1. Call sessions_list to "
+        "get the live session keys; do not reuse keys from memory."
+    )
+    role_ids = ", ".join(r for r in run.team.roles if r != "team-leader")
+    bad_agent = "Error: Unknown agentId '{}'. Use a role id (" + role_ids + ") or a live session key (sessions_list)."
+    assert errors_of(run, LIAISON) == [
+        unknown.format("Researcher_9"),
+        unknown.format(R2),
+        "Error: That session is you: you cannot send to yourself.",
+        "Error: To ask the Team Leader and wait, use ask_master; sessions_send with timeoutSeconds=0 only notifies it.",
+        "Error: timeoutSeconds must be 0 (fire-and-forget) or a positive number of seconds.",
+        bad_agent.format("wizard"),
+        bad_agent.format("team-leader"),
+        unknown.format(R2),
+        "Error: runTimeoutSeconds must be 0 (no limit) or a positive number of seconds.",
+    ]
+    assert run.requests() == {}
+    assert set(run.agents()) == {LEADER, LIAISON, R1, R2}
+    assert run.history(R1) == []
+
+
+# --- deadlocks across tools ------------------------------------------------------------------
+
+
+def test_a_cycle_of_three_blocking_waits_across_tools_is_broken_at_the_newest_wait(clocked_team):
+    run = clocked_team(
+        {
+            LEADER: [
+                act(
+                    call("create_sub_agent", role_id="project-manager", task="Ask the Task Manager."),
+                    call("create_sub_agent", role_id="task-manager", task="Ask the Liaison."),
+                    call("create_sub_agent", role_id="liaison", task="Ask the Project Manager."),
+                ),
+                *quiet(),
+            ],
+            PM: [act(call("call_agent", receiver=TM, content="Dates?")), "PM: dates agreed.", "PM: noted."],
+            TM: [act(call("call_agent", receiver=LIAISON, content="Owners?")), "TM: May 1.", "TM: noted."],
+            LIAISON: [act(call("sessions_send", sessionKey=PM, message="Scope?", timeoutSeconds=300)), "Liaison: Ana owns it.", "Liaison: noted."],
+        }
+    )
+    run.send("Go")
+
+    assert run.tool_result(LIAISON, "sessions_send") == (
+        "Error: deadlock: Liaison_1 waits for Project Manager_1 (ask_3), Project Manager_1 waits for "
+        "Task Manager_1 (ask_1), Task Manager_1 waits for Liaison_1 (ask_2). This is a cycle, so this wait "
+        "(the newest) was cancelled. Answer the questions waiting for you first, then ask again if you still need to."
+    )
+    assert [run.request(r)["status"] for r in ("ask_1", "ask_2", "ask_3")] == ["answered", "answered", "cancelled"]
+    assert run.tool_result(TM, "call_agent") == "Liaison_1 replied (out_1):\nLiaison: Ana owns it."
+    assert run.tool_result(PM, "call_agent") == "Task Manager_1 replied (out_2):\nTM: May 1."
+    assert all(not r["waits"] for r in run.agents().values())

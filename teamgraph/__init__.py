@@ -5,7 +5,11 @@ and reports; every agent keeps its own conversation, and the whole team is
 checkpointed to SQLite so a run can pause, survive a crash and resume.
 """
 
-from teamgraph.models import ModelNotConfiguredError, ScriptedChatModel, ScriptExhaustedError
+from teamgraph.models import (
+    ModelNotConfiguredError,
+    ScriptedChatModel,
+    ScriptExhaustedError,
+)
 from teamgraph.policy import Policy
 from teamgraph.roles import Role, RoleFileError, load_roles
 from teamgraph.team import Team

@@ -28,7 +28,13 @@ Modules (each imports only the ones above it; none imports ``commands``):
 
 from teamgraph.cli.answers import describe_request, is_approval, parse_answer
 from teamgraph.cli.commands import app, main
-from teamgraph.cli.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_NO_MODEL, EXIT_PAUSED, CLIError
+from teamgraph.cli.errors import (
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_NO_MODEL,
+    EXIT_PAUSED,
+    CLIError,
+)
 from teamgraph.cli.live import Session, TeamView
 from teamgraph.cli.summary import print_summary
 

@@ -21,7 +21,13 @@ from rich.table import Table
 from rich.text import Text
 
 from teamgraph.cli.answers import Answerer
-from teamgraph.cli.errors import EXIT_INTERRUPTED, EXIT_PAUSED, CLIError, error_text, settings
+from teamgraph.cli.errors import (
+    EXIT_INTERRUPTED,
+    EXIT_PAUSED,
+    CLIError,
+    error_text,
+    settings,
+)
 from teamgraph.cli.output import answer_text, clip, console, recipient, status_text
 from teamgraph.cli.summary import print_hints, print_summary
 from teamgraph.cli.threads import resume_command, thread_config

@@ -5,6 +5,12 @@ UI Operators and a Full-Stack Engineer), answers one member's question, lets
 two members talk to each other, and reports. No LLM, no network.
 """
 
-from teamgraph.demo.runner import DEMO_SCRIPT, DEMO_TASK, demo_team, new_thread_id, run_demo
+from teamgraph.demo.runner import (
+    DEMO_SCRIPT,
+    DEMO_TASK,
+    demo_team,
+    new_thread_id,
+    run_demo,
+)
 
 __all__ = ["DEMO_SCRIPT", "DEMO_TASK", "demo_team", "new_thread_id", "run_demo"]

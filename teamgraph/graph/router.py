@@ -25,7 +25,16 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMes
 from teamgraph.messaging import envelopes
 from teamgraph.messaging.envelopes import LEADER, clip
 from teamgraph.protocols import requests as tracker
-from teamgraph.protocols.requests import APPROVAL, ASK, HUMAN, MEMBER_PLAN, PLAN, QUESTION, RUN, SHUTDOWN
+from teamgraph.protocols.requests import (
+    APPROVAL,
+    ASK,
+    HUMAN,
+    MEMBER_PLAN,
+    PLAN,
+    QUESTION,
+    RUN,
+    SHUTDOWN,
+)
 from teamgraph.roles import LEADER_ROLE_ID
 from teamgraph.runtime import TeamRuntime
 

@@ -39,6 +39,8 @@ __all__ = ["ScriptExhaustedError", "ScriptedChatModel"]
 
 AGENT_KEY = "teamgraph_agent"
 """Metadata key naming the agent that calls the model."""
+ROLE_KEY = "teamgraph_role"
+"""Metadata key naming that agent's role."""
 
 LEADER = "Team Leader"
 """The agent assumed when a call carries no `teamgraph_agent` metadata."""

@@ -1,4 +1,4 @@
-"""An agent's step: one model call plus the tool calls it made.
+"""An agent's step: one model call plus the tool calls it made (or a slice of them).
 
 Each role is a small compiled subgraph (``model -> tools``). The team graph
 runs it through a step node that receives only the agent's display name (a tiny
@@ -19,14 +19,18 @@ from langgraph._internal._constants import (
     CONFIG_KEY_DURABILITY,
     CONFIG_KEY_READ_STATE,
 )
+from langgraph.config import get_stream_writer
 from langgraph.errors import GraphBubbleUp
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.config import get_stream_writer
 
 from teamgraph.messaging import effects
 from teamgraph.messaging.envelopes import LEADER
 from teamgraph.models import ScriptExhaustedError
+from teamgraph.models.scripted import (  # metadata every model call carries
+    AGENT_KEY,
+    ROLE_KEY,
+)
 from teamgraph.nodes.tool_calls import run_tool_calls
 from teamgraph.protocols.requests import APPROVED, MEMBER_PLAN, is_pending
 from teamgraph.roles import Role
@@ -34,10 +38,6 @@ from teamgraph.roles.prompts import leader_prompt, member_prompt
 from teamgraph.runtime import TeamRuntime
 from teamgraph.state import TeamState
 from teamgraph.tools import tools_for_role, work_tool_names
-
-# Metadata keys every model call carries (tracing; how ScriptedChatModel knows who asks).
-AGENT_KEY = "teamgraph_agent"
-ROLE_KEY = "teamgraph_role"
 
 
 class StepOutput(TypedDict):

@@ -13,7 +13,13 @@ from typing import Any
 from langgraph.types import interrupt
 
 from teamgraph.messaging import effects
-from teamgraph.protocols.requests import HUMAN, check_human_answer, expected_answer, is_pending, public_view
+from teamgraph.protocols.requests import (
+    HUMAN,
+    check_human_answer,
+    expected_answer,
+    is_pending,
+    public_view,
+)
 
 HUMAN_AGENT = "human"
 """The author name of the human gate's effects."""

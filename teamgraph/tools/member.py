@@ -11,7 +11,14 @@ from teamgraph.messaging import effects
 from teamgraph.messaging.envelopes import LEADER
 from teamgraph.protocols.requests import ASK, QUESTION
 from teamgraph.runtime import TeamRuntime
-from teamgraph.tools.context import View, answer_question, ask_agent, caller, defer, fail
+from teamgraph.tools.context import (
+    View,
+    answer_question,
+    ask_agent,
+    caller,
+    defer,
+    fail,
+)
 
 
 def make_member_tools(runtime: TeamRuntime) -> list[BaseTool]:

@@ -26,7 +26,15 @@ from teamgraph.protocols.requests import (
     is_pending,
 )
 from teamgraph.runtime import TeamRuntime
-from teamgraph.tools.context import View, active_members, caller, defer, fail, reply, require_member
+from teamgraph.tools.context import (
+    View,
+    active_members,
+    caller,
+    defer,
+    fail,
+    reply,
+    require_member,
+)
 
 TaskStatus = Literal["todo", "in_progress", "done", "blocked"]
 

@@ -18,7 +18,15 @@ from teamgraph.messaging import effects
 from teamgraph.messaging.envelopes import LEADER
 from teamgraph.protocols.requests import QUESTION, RUN
 from teamgraph.runtime import TeamRuntime
-from teamgraph.tools.context import ACTIVE_STATUSES, View, caller, defer, fail, instance_name, reply
+from teamgraph.tools.context import (
+    ACTIVE_STATUSES,
+    View,
+    caller,
+    defer,
+    fail,
+    instance_name,
+    reply,
+)
 
 DEFAULT_TIMEOUT_SECONDS = 120
 

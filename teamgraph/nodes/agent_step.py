@@ -38,6 +38,7 @@ from teamgraph.roles.prompts import leader_prompt, member_prompt
 from teamgraph.runtime import TeamRuntime
 from teamgraph.state import TeamState
 from teamgraph.tools import tools_for_role, work_tool_names
+from teamgraph.tools.context import View
 
 
 class StepOutput(TypedDict):
@@ -52,7 +53,7 @@ class StepState(StepOutput):
 
     agent: str
     messages: list[AnyMessage]
-    view: dict[str, Any]
+    view: View
 
 
 def build_role_subgraph(runtime: TeamRuntime, role: Role) -> CompiledStateGraph:
@@ -100,7 +101,7 @@ PLAN_FIRST = (
 )
 
 
-def plan_approved(view: dict[str, Any]) -> bool:
+def plan_approved(view: View) -> bool:
     """Whether the calling member has a plan (``submit_plan``) that was approved."""
     return any(
         r["kind"] == MEMBER_PLAN and r["from"] == view["self"] and r["status"] == APPROVED
@@ -120,15 +121,17 @@ def read_team_state(config: RunnableConfig) -> dict[str, Any]:
     return read_state()
 
 
-def team_view(team: dict[str, Any], name: str) -> dict[str, Any]:
+def team_view(team: dict[str, Any], name: str) -> View:
     """The read-only view of the team that tools see."""
-    return {
-        "self": name,
-        "agents": team.get("agents", {}),
-        "requests": team.get("requests", {}),
-        "team": team.get("team", {}),
-        "effects": [],
-    }
+    return View(
+        {
+            "self": name,
+            "agents": team.get("agents", {}),
+            "requests": team.get("requests", {}),
+            "team": team.get("team", {}),
+            "effects": [],
+        }
+    )
 
 
 def system_prompt(runtime: TeamRuntime, role: Role, name: str, team: dict[str, Any]) -> str:

@@ -19,6 +19,8 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.types import Command
 from pydantic import ValidationError
 
+from teamgraph.tools.context import View
+
 VIEW_ARG = "view"
 
 
@@ -47,7 +49,7 @@ def _error(text: str, call_id: str, name: str) -> ToolMessage:
 def run_tool_calls(
     ai: AIMessage,
     tools: dict[str, BaseTool],
-    view: dict[str, Any],
+    view: View,
     config: RunnableConfig,
     *,
     refused: Mapping[str, str] | None = None,
@@ -92,7 +94,7 @@ def run_tool_calls(
             continue
         args = dict(call["args"]) if isinstance(call["args"], dict) else {}
         if VIEW_ARG in (getattr(tool.args_schema, "model_fields", None) or {}):
-            args[VIEW_ARG] = {**view, "effects": step_effects}
+            args[VIEW_ARG] = view.with_effects(step_effects)
         try:
             out = tool.invoke({**call, "args": args, "type": "tool_call"}, config)
         except GraphBubbleUp:

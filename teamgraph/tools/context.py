@@ -18,7 +18,32 @@ from teamgraph.messaging import effects
 from teamgraph.messaging.envelopes import LEADER
 from teamgraph.protocols.requests import QUESTION, is_pending
 
-View = dict[str, Any]
+
+class View:
+    """A read-only view of the team for tools: ``view["agents"]``, ``["requests"]``,
+    ``["team"]``, ``["self"]`` (the caller) and ``["effects"]`` (this step's so far).
+
+    NOTE: a plain class, not a dict: langchain validates a tool's arguments and dumps
+    them with pydantic, which would deep-copy a dict holding every request of the
+    run on every tool call.
+    """
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self._data = data
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data[key]
+
+    def _asdict(self) -> dict[str, Any]:
+        # NOTE: how serializers (the LangGraph API server's, for a "values" stream of
+        # the role subgraphs) turn an unknown object into JSON.
+        return dict(self._data)
+
+    def with_effects(self, step_effects: list[dict[str, Any]]) -> View:
+        """The same view, seeing the effects of the step's earlier tool calls."""
+        return View({**self._data, "effects": step_effects})
 
 ACTIVE_STATUSES = frozenset({"idle", "running", "waiting", "stopped"})
 """Statuses of a member that can still receive messages."""

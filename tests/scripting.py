@@ -59,3 +59,18 @@ def after_seconds(clock, seconds: float, turn):
         return turn
 
     return play
+
+
+def quiet(turns: int = 12) -> list[str]:
+    """Leader turns that end silently (the leader only watches)."""
+    return [""] * turns
+
+
+def errors_of(run, name: str) -> list[str]:
+    """The error results of ``name``'s tool calls in a TeamRun."""
+    return [str(m.content) for m in run.tool_results(name) if m.status == "error"]
+
+
+def chunks(run, name: str) -> list[str]:
+    """Every envelope (notice, message, result...) that reached ``name``, one by one."""
+    return [chunk for text in run.inbox_texts(name) for chunk in text.split("\n\n")]

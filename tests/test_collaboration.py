@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from conftest import assert_deliveries_consistent, assert_each_message_once
 from langchain_core.messages import AIMessage, HumanMessage
-from scripting import act, after_seconds, call, on_message, types
+from scripting import act, after_seconds, call, chunks, errors_of, on_message, quiet, types
 
 from teamgraph import Policy
 
@@ -37,18 +37,7 @@ CREATE_PM_AND_RESEARCHERS = act(
 )
 
 
-def quiet(turns: int = 12) -> list[str]:
-    """Leader turns that end silently (the leader only watches)."""
-    return [""] * turns
 
-
-def errors_of(run, name: str) -> list[str]:
-    return [str(m.content) for m in run.tool_results(name) if m.status == "error"]
-
-
-def chunks(run, name: str) -> list[str]:
-    """Every envelope (notice, message, result...) that reached ``name``, one by one."""
-    return [chunk for text in run.inbox_texts(name) for chunk in text.split("\n\n")]
 
 
 def call_envelope(sender: str, request_id: str, body: str) -> str:

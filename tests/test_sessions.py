@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from scripting import act, after_seconds, call, types
+from scripting import act, after_seconds, call, chunks, errors_of, quiet, types
 
 from teamgraph import Policy
 from teamgraph.tools import tools_for_role
@@ -42,18 +42,7 @@ TIMED_OUT = (
 )
 
 
-def quiet(turns: int = 12) -> list[str]:
-    """Leader turns that end silently (the leader only watches)."""
-    return [""] * turns
 
-
-def errors_of(run, name: str) -> list[str]:
-    return [str(m.content) for m in run.tool_results(name) if m.status == "error"]
-
-
-def chunks(run, name: str) -> list[str]:
-    """Every envelope (notice, message, reply...) that reached ``name``, one by one."""
-    return [chunk for text in run.inbox_texts(name) for chunk in text.split("\n\n")]
 
 
 def ai_texts(run, name: str) -> list[str]:

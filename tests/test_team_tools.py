@@ -16,7 +16,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
 from teamgraph import RoleFileError, Team
-from scripting import call, act, reply_when_done, types
+from scripting import act, call, errors_of, reply_when_done, types
 
 LEADER = "Team Leader"
 BUILTIN_MEMBER_ROLES = {
@@ -30,18 +30,6 @@ BUILTIN_MEMBER_ROLES = {
     "skill-teacher",
     "tool-maker",
 }
-
-
-
-
-
-
-
-
-
-
-def errors_of(run, name: str) -> list[str]:
-    return [str(m.content) for m in run.tool_results(name) if m.status == "error"]
 
 
 # --- leader tools ---------------------------------------------------------------

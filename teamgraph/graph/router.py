@@ -295,9 +295,7 @@ class RouterPass:
         timeout = self.policy.shutdown_timeout if kind == SHUTDOWN else effect.get("timeout")
         if timeout:
             deadline = (self.runtime.clock.now() + timedelta(seconds=timeout)).isoformat()
-        if kind == SHUTDOWN:
-            pass
-        elif kind == ASK and effect["details"].get("to_user"):
+        if kind == ASK and effect["details"].get("to_user"):
             to, route, decider = "user", HUMAN, "human"
         elif kind in (ASK, MEMBER_PLAN, APPROVAL, PLAN):
             decider = self.policy.decider(kind)

@@ -59,6 +59,28 @@ def _check_receiver(view: View, receiver: str) -> None:
     require_member(view, receiver)
 
 
+def addressed_message(
+    runtime: TeamRuntime,
+    view: View,
+    receiver: str,
+    content: str,
+    project_name: str | None,
+    task_name: str | None,
+    files: list[str] | None,
+) -> str:
+    """The message from the caller to ``receiver``, after checking both and the files."""
+    _check_receiver(view, receiver)
+    return collaboration_message(
+        runtime,
+        sender=caller(view),
+        receiver=receiver,
+        content=content,
+        project_name=project_name,
+        task_name=task_name,
+        files=files,
+    )
+
+
 def make_collaboration_tools(runtime: TeamRuntime) -> list[BaseTool]:
     """Build ``call_agent``, ``call_agents`` and ``assign_agent_work``."""
 
@@ -81,8 +103,7 @@ def make_collaboration_tools(runtime: TeamRuntime) -> list[BaseTool]:
             task_name: The task this is about, if any.
             files: Paths inside the project folder the receiver should look at.
         """
-        _check_receiver(view, receiver)
-        body = collaboration_message(runtime, sender=caller(view), receiver=receiver, content=content, project_name=project_name, task_name=task_name, files=files)
+        body = addressed_message(runtime, view, receiver, content, project_name, task_name, files)
         return defer(
             effects.open_request(
                 request_kind=QUESTION, to=receiver, body=body, call_id=tool_call_id,
@@ -119,7 +140,7 @@ def make_collaboration_tools(runtime: TeamRuntime) -> list[BaseTool]:
             effects.open_request(
                 request_kind=QUESTION, to=receiver, call_id=tool_call_id, tool="call_agents",
                 reply_via="output", details={"style": "call"}, group=True,
-                body=collaboration_message(runtime, sender=caller(view), receiver=receiver, content=content, project_name=project_name, task_name=task_name, files=files),
+                body=addressed_message(runtime, view, receiver, content, project_name, task_name, files),
             )
             for receiver in receivers
         ]
@@ -146,8 +167,7 @@ def make_collaboration_tools(runtime: TeamRuntime) -> list[BaseTool]:
         """
         if caller(view) != LEADER:
             raise fail("Only the master (the Team Leader) assigns work. Use call_agent to ask a peer.")
-        _check_receiver(view, agent)
-        body = collaboration_message(runtime, sender=caller(view), receiver=agent, content=task, project_name=project_name, task_name=task_name, files=files)
+        body = addressed_message(runtime, view, agent, task, project_name, task_name, files)
         assigned = [effects.deliver(to=agent, body=body, type="task")]
         note = ""
         if view["team"].get("board") is not None:

@@ -61,6 +61,25 @@ def _request_to_me(view: View, request_id: str, kinds: tuple[str, ...]) -> dict:
     return record
 
 
+def _shutdown_request(view: View, display_name: str, reason: str) -> dict:
+    """The effect that asks an active member to shut down (shutdown_request, send_message)."""
+    require_member(view, display_name)
+    return effects.open_request(request_kind=SHUTDOWN, to=display_name, body=reason or "Your work is no longer needed.")
+
+
+def _response(
+    view: View, request_id: str, approve: bool, text: str, kinds: tuple[str, ...], *, reason_name: str = ""
+) -> tuple[dict, dict]:
+    """A decision on a request routed to the caller: its record and the answer effect.
+
+    A shutdown may only be rejected with a reason (``reason_name`` says where it goes).
+    """
+    record = _request_to_me(view, request_id, kinds)
+    if record["kind"] == SHUTDOWN and not approve and not text.strip():
+        raise fail(f"Give a reason{reason_name} when you reject a shutdown request.")
+    return record, effects.answer(request_id=request_id, answer=text, approve=approve)
+
+
 def _update_task_tool() -> BaseTool:
     @tool
     def update_task(
@@ -154,15 +173,12 @@ def _send_message_tool() -> BaseTool:
         if msg_type == "shutdown_request":
             if me != LEADER:
                 raise fail("Only the Team Leader sends shutdown requests.")
-            require_member(view, to)
-            return reply(f"Shutdown request sent to {to} (status: pending).", tool_call_id, effects.open_request(request_kind=SHUTDOWN, to=to, body=content or "Your work is no longer needed."))
+            return reply(f"Shutdown request sent to {to} (status: pending).", tool_call_id, _shutdown_request(view, to, content))
         if request_id is None or approve is None:
             raise fail(f"A {msg_type} needs request_id and approve (true or false).")
         kinds = (SHUTDOWN,) if msg_type == "shutdown_response" else (MEMBER_PLAN, APPROVAL)
-        _request_to_me(view, request_id, kinds)
-        if msg_type == "shutdown_response" and not approve and not content.strip():
-            raise fail("Give a reason (content) when you reject a shutdown request.")
-        return reply(f"{msg_type} for {request_id} sent ({'approve' if approve else 'reject'}).", tool_call_id, effects.answer(request_id=request_id, answer=content, approve=approve))
+        _, answer = _response(view, request_id, approve, content, kinds, reason_name=" (content)")
+        return reply(f"{msg_type} for {request_id} sent ({'approve' if approve else 'reject'}).", tool_call_id, answer)
 
     return send_message
 
@@ -218,13 +234,9 @@ def make_leader_protocol_tools(runtime: TeamRuntime) -> list[BaseTool]:
             approve: True to approve, False to reject.
             feedback: What to change (on reject) or to keep in mind (on approve).
         """
-        record = _request_to_me(view, request_id, (MEMBER_PLAN, APPROVAL))
+        record, answer = _response(view, request_id, approve, feedback, (MEMBER_PLAN, APPROVAL))
         verdict = "approved" if approve else "rejected"
-        return reply(
-            f"{request_id} ({record['from']}) {verdict}.",
-            tool_call_id,
-            effects.answer(request_id=request_id, answer=feedback, approve=approve),
-        )
+        return reply(f"{request_id} ({record['from']}) {verdict}.", tool_call_id, answer)
 
     @tool
     def shutdown_request(
@@ -241,11 +253,10 @@ def make_leader_protocol_tools(runtime: TeamRuntime) -> list[BaseTool]:
             display_name: The member's display name.
             reason: Why (e.g. "your part is done").
         """
-        require_member(view, display_name)
         return reply(
             f"Shutdown request sent to {display_name} (status: pending). Check it with check_shutdown_status.",
             tool_call_id,
-            effects.open_request(request_kind=SHUTDOWN, to=display_name, body=reason or "Your work is no longer needed."),
+            _shutdown_request(view, display_name, reason),
         )
 
     @tool
@@ -320,11 +331,9 @@ def make_member_protocol_tools(runtime: TeamRuntime) -> list[BaseTool]:
             approve: True to shut down, False to go on.
             reason: Why (required to reject).
         """
-        _request_to_me(view, request_id, (SHUTDOWN,))
-        if not approve and not reason.strip():
-            raise fail("Give a reason when you reject a shutdown request.")
+        _, answer = _response(view, request_id, approve, reason, (SHUTDOWN,))
         text = "Shutdown approved: you stop after this step." if approve else "Shutdown rejected; go on with your work."
-        return reply(text, tool_call_id, effects.answer(request_id=request_id, answer=reason, approve=approve))
+        return reply(text, tool_call_id, answer)
 
     return [submit_plan, shutdown_response, _request_approval_tool(), _update_task_tool(), _send_message_tool()]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -165,31 +166,47 @@ def team_home(tmp_path: Path) -> Path:
     return tmp_path / "home"
 
 
-@pytest.fixture(scope="session")
-def shared_teams(tmp_path_factory):
-    """Compiled teams shared by tests that need no home of their own, one per policy.
+_THREADS = itertools.count(1)
+"""Thread numbers unique in the session (shared compiled teams share one SQLite file)."""
 
-    Compiling a team builds every role's tools and subgraph (about a second), so
-    tests that only read state share one compiled team and each runs in a thread
-    of its own; the scripted model's script is swapped before every run.
+
+@pytest.fixture(scope="session")
+def compiled_teams(tmp_path_factory):
+    """Compiled teams shared across tests: ``compiled_teams(policy, roles_dir=None, clock=None)``.
+
+    Compiling a team builds every role's tools and subgraph, far more than a
+    scripted scenario costs, so tests that need no home of their own share one
+    compiled team per (policy, roles_dir, clocked or not), each in a thread of its
+    own; the caller swaps the ScriptedChatModel's script (``team.runtime.model``).
+
+    Returns:
+        ``(team, graph)``; with ``clock``, the team reads time from it from now on.
     """
     from teamgraph import ScriptedChatModel, Team
 
     cache: dict = {}
 
-    def get(policy):
-        key = policy.model_dump_json()
+    def get(policy, *, roles_dir=None, clock=None):
+        key = (policy.model_dump_json(), str(roles_dir), clock is not None)
         if key not in cache:
-            model = ScriptedChatModel({})
-            team = Team(model=model, home=tmp_path_factory.mktemp("shared-home"), policy=policy)
-            cache[key] = (team, team.compile(), model)
-        return cache[key]
+            team = Team(
+                model=ScriptedChatModel({}),
+                home=tmp_path_factory.mktemp("shared-home"),
+                policy=policy,
+                roles_dir=roles_dir,
+                clock=clock,
+            )
+            cache[key] = (team, team.compile())
+        team, graph = cache[key]
+        if clock is not None:
+            team.runtime.clock = clock
+        return team, graph
 
     return get
 
 
 @pytest.fixture
-def make_team(request, shared_teams):
+def make_team(request, compiled_teams):
     """Factory: ``make_team(script, policy=..., roles_dir=..., home=..., thread=...)`` -> TeamRun.
 
     ``script`` is a ScriptedChatModel script (a dict) or any chat model. A test
@@ -197,8 +214,6 @@ def make_team(request, shared_teams):
     a team of its own (in ``team_home`` unless ``home`` is given); others run in
     a fresh thread of a shared compiled team. Nothing runs until ``run.send(...)``.
     """
-    import itertools
-
     from teamgraph import Policy, ScriptedChatModel, Team
 
     own_home = "team_home" in request.fixturenames
@@ -217,8 +232,8 @@ def make_team(request, shared_teams):
                 roles_dir=roles_dir,
             )
             return TeamRun(team, team.compile(), config)
-        team, graph, model = shared_teams(policy)
-        return TeamRun(team, graph, config, model=model, script=script)
+        team, graph = compiled_teams(policy)
+        return TeamRun(team, graph, config, model=team.runtime.model, script=script)
 
     return build
 
@@ -322,14 +337,8 @@ def fake_clock() -> FakeClock:
     return FakeClock()
 
 
-@pytest.fixture(scope="session")
-def _compiled_hitl_teams(tmp_path_factory) -> dict:
-    """Compiled teams shared by the HITL tests, by policy (compiling takes ~0.5 s)."""
-    return {"home": tmp_path_factory.mktemp("hitl_shared"), "teams": {}, "threads": 0}
-
-
 @pytest.fixture
-def hitl_team(team_home: Path, fake_clock: FakeClock, _compiled_hitl_teams: dict):
+def hitl_team(team_home: Path, fake_clock: FakeClock, compiled_teams):
     """Factory: ``hitl_team(script, policy=..., roles_dir=..., fresh=False)`` -> HitlRun.
 
     Every run gets a thread of its own and reads time from ``fake_clock``. Compiling a
@@ -346,20 +355,14 @@ def hitl_team(team_home: Path, fake_clock: FakeClock, _compiled_hitl_teams: dict
         model = ScriptedChatModel(script)  # validates the script
         policy = policy or Policy()
         key = policy.model_dump_json()
-        shared = _compiled_hitl_teams
         if fresh or roles_dir is not None or home is not None or key in used_here:
             team = Team(model=model, home=home or team_home, policy=policy, roles_dir=roles_dir, clock=fake_clock)
             graph = team.compile()
         else:
-            if key not in shared["teams"]:
-                team = Team(model=ScriptedChatModel({}), home=shared["home"], policy=policy, clock=fake_clock)
-                shared["teams"][key] = (team, team.compile())
-            team, graph = shared["teams"][key]
+            team, graph = compiled_teams(policy, clock=fake_clock)
             used_here.add(key)
             team.runtime.model.script = model.script
-            team.runtime.clock = fake_clock
-        shared["threads"] += 1
-        config = {"configurable": {"thread_id": f"{thread}-{shared['threads']}"}}
+        config = {"configurable": {"thread_id": f"{thread}-{next(_THREADS)}"}}
         return HitlRun(team, graph, config, fake_clock)
 
     return build
@@ -429,14 +432,8 @@ class ClockedRun(HitlRun):
         return self.values.get("deliveries", {})
 
 
-@pytest.fixture(scope="session")
-def _compiled_clocked_teams(tmp_path_factory) -> dict:
-    """Compiled teams (built-in roles plus ``liaison``) shared by clocked_team, by policy."""
-    return {"home": tmp_path_factory.mktemp("clocked_shared"), "teams": {}, "threads": 0}
-
-
 @pytest.fixture
-def clocked_team(fake_clock: FakeClock, sessions_roles_dir: Path, _compiled_clocked_teams: dict):
+def clocked_team(fake_clock: FakeClock, sessions_roles_dir: Path, compiled_teams):
     """Factory: ``clocked_team(script, policy=...)`` -> ClockedRun.
 
     The team knows the built-in roles plus ``liaison`` (a member with the sessions
@@ -445,27 +442,13 @@ def clocked_team(fake_clock: FakeClock, sessions_roles_dir: Path, _compiled_cloc
     scenario costs a fraction of a second. The team's home is ``run.team.home``,
     shared by those runs: use project names of your own.
     """
-    from teamgraph import Policy, ScriptedChatModel, Team
+    from teamgraph import Policy, ScriptedChatModel
 
     def build(script, *, policy=None, thread: str = "t") -> ClockedRun:
         model = ScriptedChatModel(script)  # validates the script
-        policy = policy or Policy()
-        key = policy.model_dump_json()
-        shared = _compiled_clocked_teams
-        if key not in shared["teams"]:
-            team = Team(
-                model=ScriptedChatModel({}),
-                home=shared["home"],
-                policy=policy,
-                roles_dir=sessions_roles_dir,
-                clock=fake_clock,
-            )
-            shared["teams"][key] = (team, team.compile())
-        team, graph = shared["teams"][key]
+        team, graph = compiled_teams(policy or Policy(), roles_dir=sessions_roles_dir, clock=fake_clock)
         team.runtime.model.script = model.script
-        team.runtime.clock = fake_clock
-        shared["threads"] += 1
-        config = {"configurable": {"thread_id": f"{thread}-{shared['threads']}"}}
+        config = {"configurable": {"thread_id": f"{thread}-{next(_THREADS)}"}}
         return ClockedRun(team, graph, config, fake_clock)
 
     return build

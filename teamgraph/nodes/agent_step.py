@@ -161,7 +161,7 @@ def _step_config(config: RunnableConfig, name: str, role: Role) -> RunnableConfi
 
 def run_step(
     runtime: TeamRuntime,
-    subgraph: CompiledStateGraph,
+    subgraph_for: Callable[[Role], CompiledStateGraph],
     payload: dict[str, Any],
     config: RunnableConfig,
 ) -> dict[str, Any]:
@@ -178,6 +178,7 @@ def run_step(
     name = payload["agent"]
     team = read_team_state(config)
     role = runtime.roles[team["agents"][name]["role"]]
+    subgraph = subgraph_for(role)
     history = team.get("histories", {}).get(name, [])
     system = SystemMessage(system_prompt(runtime, role, name, team))
     view = team_view(team, name)
@@ -239,7 +240,7 @@ def make_step_node(runtime: TeamRuntime, role: Role) -> Callable[..., dict[str, 
     subgraph = build_role_subgraph(runtime, role)
 
     def agent_step(state: TeamState, config: RunnableConfig) -> dict[str, Any]:
-        return run_step(runtime, subgraph, state, config)
+        return run_step(runtime, lambda _role: subgraph, state, config)
 
     agent_step.__name__ = role.id
     return agent_step
@@ -249,10 +250,12 @@ def make_generic_member_node(runtime: TeamRuntime) -> Callable[..., dict[str, An
     """A node for members of roles created after the graph was compiled."""
     subgraphs: dict[str, CompiledStateGraph] = {}
 
+    def subgraph_for(role: Role) -> CompiledStateGraph:
+        if role.id not in subgraphs:
+            subgraphs[role.id] = build_role_subgraph(runtime, role)
+        return subgraphs[role.id]
+
     def member_step(state: TeamState, config: RunnableConfig) -> dict[str, Any]:
-        role_id = read_team_state(config)["agents"][state["agent"]]["role"]
-        if role_id not in subgraphs:
-            subgraphs[role_id] = build_role_subgraph(runtime, runtime.roles[role_id])
-        return run_step(runtime, subgraphs[role_id], state, config)
+        return run_step(runtime, subgraph_for, state, config)
 
     return member_step

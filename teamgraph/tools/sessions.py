@@ -144,11 +144,10 @@ def make_session_tools(runtime: TeamRuntime) -> list[BaseTool]:
         header = f"[Background run from {me}" + (f" · {label}" if label else "") + "] Your final message is pushed back to the requester.\n"
         return defer(
             *spawned,
-            effects.deliver(to=child, body=header + task, type="task"),
             effects.open_request(
                 request_kind=RUN, to=child, body=task, call_id=tool_call_id, tool="sessions_spawn",
                 reply_via="output", timeout=runTimeoutSeconds or None,
-                details={"label": label, "cleanup": cleanup},
+                details={"label": label, "cleanup": cleanup, "header": header},
             ),
         )
 

@@ -1,0 +1,189 @@
+"""Causality: every waiting protocol gives the same outcome whatever the other side does meanwhile.
+
+A caller opens a call (a question, a call, a send, a background run, a shutdown) while the
+agent it calls is, in the same superstep, idle, ending its turn with text, ending it
+silently, calling a tool, or opening a request of its own; and the two members are
+created in either order. Only an output produced after the call was read may answer it,
+so every variant must end like the idle one.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage
+
+from teamgraph import Policy
+from teamgraph.messaging.envelopes import LEADER
+from tests.invariants import assert_team_invariants
+from tests.scripting import act, call
+
+CALLER, OTHER = "Caller_1", "Other_1"
+CALL_MARK = "Q-CALL"
+ANSWER = "B-answer"
+
+ROLE = """---
+id: {id}
+name: {name}
+description: A member with every member-side tool set.
+tools: [member, files, protocols, collaboration, sessions]
+level: L2
+---
+
+You work with the other members of the team.
+"""
+
+
+@pytest.fixture(scope="module")
+def race_roles(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("race-roles")
+    for role_id, name in (("caller", "Caller"), ("other", "Other")):
+        (folder / f"{role_id}.md").write_text(ROLE.format(id=role_id, name=name), encoding="utf-8")
+    return folder
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """A waiting protocol: who calls, the call, and the tool whose result is the outcome."""
+
+    name: str
+    leader_side: bool
+    call: dict
+    tool: str
+
+
+PROTOCOLS = [
+    Protocol("ask_sub_agent", True, call("ask_sub_agent", display_name=OTHER, question=CALL_MARK), "ask_sub_agent"),
+    Protocol("shutdown", True, call("shutdown_request", display_name=OTHER, reason=CALL_MARK), "shutdown_request"),
+    Protocol("call_agent", False, call("call_agent", receiver=OTHER, content=CALL_MARK), "call_agent"),
+    Protocol("call_agents", False, call("call_agents", receivers=[OTHER], content=CALL_MARK), "call_agents"),
+    Protocol(
+        "sessions_send",
+        False,
+        call("sessions_send", sessionKey=OTHER, message=CALL_MARK, timeoutSeconds=600),
+        "sessions_send",
+    ),
+    Protocol("sessions_spawn", False, call("sessions_spawn", task=CALL_MARK, agentId=OTHER), "sessions_spawn"),
+    Protocol("ask_other_agent", False, call("ask_other_agent", display_name=OTHER, question=CALL_MARK), "ask_other_agent"),
+]
+
+SIDES = {
+    "idle": None,
+    "ends_with_text": "warm-up done",
+    "ends_silently": "",
+    "calls_a_tool": act(call("sessions_list")),
+    "opens_a_request": act(call("ask_master", question="May I start?")),
+}
+
+ID = re.compile(r"· id: ((?:ask|shutdown|run)_\d+)")
+
+
+def _after_last_ai(messages) -> str:
+    tail = []
+    for message in reversed(messages):
+        if isinstance(message, AIMessage):
+            break
+        tail.append(str(message.content))
+    return "\n".join(reversed(tail))
+
+
+def _other(first):
+    """The called member: its first turn is ``first``; once it has read the call, it answers it."""
+
+    def play(messages):
+        answered = any(
+            isinstance(m, AIMessage) and (m.content == ANSWER or m.tool_calls and m.tool_calls[0]["name"] in (
+                "answer_other_agent", "shutdown_response"))
+            for m in messages
+        )
+        envelope = next(
+            (str(m.content) for m in messages if isinstance(m, HumanMessage) and CALL_MARK in str(m.content)), None
+        )
+        if envelope is not None and not answered:
+            ids = ID.findall(envelope)
+            if "answer_other_agent" in envelope:
+                return act(call("answer_other_agent", question_id=ids[-1], answer=ANSWER))
+            if "shutdown_response" in envelope:
+                return act(call("shutdown_response", request_id=ids[-1], approve=True))
+            return ANSWER
+        if not any(isinstance(m, AIMessage) for m in messages) and first is not None:
+            return first
+        return ""
+
+    return [play] * 12
+
+
+def _leader(protocol: Protocol, *, caller_first: bool, other_task: bool):
+    """Creates both members (in the given order), makes a leader-side call, answers questions."""
+    creations = [
+        call("create_sub_agent", role_id="caller", task="Start." if not protocol.leader_side else None),
+        call("create_sub_agent", role_id="other", task="Warm up." if other_task else None),
+    ]
+    if not caller_first:
+        creations.reverse()
+
+    def play(messages):
+        turns = sum(isinstance(m, AIMessage) for m in messages)
+        if turns == 0:
+            return act(*creations)
+        if turns == 1 and protocol.leader_side:
+            return act(protocol.call)
+        questions = ID.findall(_after_last_ai(messages))
+        asks = [q for q in questions if q.startswith("ask_")]
+        if asks and "Question from" in _after_last_ai(messages):
+            return act(call("answer_sub_agent_question", question_id=asks[-1], answer="Yes."))
+        return ""
+
+    return [play] * 16
+
+
+def _caller(protocol: Protocol):
+    return [act(protocol.call), *[""] * 8]
+
+
+def _normalize(text: str) -> str:
+    return re.sub(r"\b(out|ask|run|shutdown|msg)_\d+", r"\1_N", text)
+
+
+def _outcome(run, protocol: Protocol):
+    """What a user sees of the call: the caller's result, the call's request, the callee's status."""
+    caller = LEADER if protocol.leader_side else CALLER
+    results = [_normalize(str(m.content)) for m in run.tool_results(caller, protocol.tool)]
+    requests = sorted(
+        (r["kind"], r["status"], _normalize(str(r["answer"])))
+        for r in run.requests().values()
+        if r["from"] == caller
+    )
+    pushed = [
+        _normalize(text) for text in run.inbox_texts(caller) if ANSWER in text and "Reply from" in text
+    ]
+    return results, requests, pushed, run.status(OTHER)
+
+
+def _play(make_team, race_roles, protocol: Protocol, side: str, *, caller_first: bool):
+    first = SIDES[side]
+    script = {
+        LEADER: _leader(protocol, caller_first=caller_first, other_task=first is not None),
+        CALLER: _caller(protocol),
+        OTHER: _other(first),
+    }
+    run = make_team(script, roles_dir=race_roles, policy=Policy(max_parallel=4))
+    run.send("Go")
+    assert_team_invariants(run.values)
+    return run
+
+
+@pytest.mark.parametrize("caller_first", [True, False], ids=["caller-first", "other-first"])
+@pytest.mark.parametrize("side", [s for s in SIDES if s != "idle"])
+@pytest.mark.parametrize("protocol", PROTOCOLS, ids=[p.name for p in PROTOCOLS])
+def test_the_outcome_of_a_call_does_not_depend_on_what_the_callee_did_meanwhile(
+    make_team, race_roles, protocol, side, caller_first
+):
+    idle = _outcome(_play(make_team, race_roles, protocol, "idle", caller_first=True), protocol)
+    busy = _outcome(_play(make_team, race_roles, protocol, side, caller_first=caller_first), protocol)
+    assert busy == idle
+    results, requests, _, _ = busy
+    assert len(results) == 1, results  # answered exactly once
+    assert all(status != "pending" for _, status, _ in requests)

@@ -9,6 +9,7 @@ clock. Nodes, tools and the router receive it when the graph is built.
 from __future__ import annotations
 
 import threading
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -20,7 +21,7 @@ from langchain_core.tools import BaseTool
 
 from teamgraph.models import resolve_model
 from teamgraph.policy import Policy
-from teamgraph.roles import Role, load_roles, write_role_file
+from teamgraph.roles import Role, RoleFileError, format_role_text, load_roles, load_written_roles, write_role_file
 
 ModelSpec = BaseChatModel | str | Callable[[Role], BaseChatModel] | None
 
@@ -51,6 +52,8 @@ class TeamRuntime:
     roles_dir: Path | None = None
     clock: Clock = field(default_factory=SystemClock)
     roles: dict[str, Role] = field(default_factory=dict)
+    role_problems: dict[str, RoleFileError] = field(default_factory=dict)
+    """Role files the team wrote that could not be loaded, by path (they are skipped)."""
     extra_tools: dict[str, list[BaseTool]] = field(default_factory=dict)
     """Your own tools by role id; the key ``"*"`` gives tools to every member."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -73,15 +76,39 @@ class TeamRuntime:
         return self.home / PROJECT_DIR
 
     def reload_roles(self) -> None:
-        """Load built-in roles, then ``roles_dir``, then the roles the leader created."""
-        self.roles = load_roles(self.roles_dir, self.custom_roles_dir)
+        """Load built-in roles, then ``roles_dir``, then the roles the leader created.
+
+        A role file the team wrote that cannot be loaded is skipped and kept in
+        ``role_problems``: it never makes the home unusable.
+        """
+        roles = load_roles(self.roles_dir)
+        written, self.role_problems = load_written_roles(self.custom_roles_dir)
+        for problem in self.role_problems.values():
+            warnings.warn(f"skipped a role file the team wrote: {problem}", RuntimeWarning, stacklevel=2)
+        self.roles = roles | written
 
     def add_role(self, role: Role) -> Path:
-        """Write a new role file under the home folder and make the role usable at once."""
+        """Write a new role file under the home folder and make the role usable at once.
+
+        NOTE: idempotent, so that a step re-run after a crash succeeds: writing the same
+        role again (same id, same content) is not an error.
+        """
         with self._lock:
-            path = write_role_file(self.custom_roles_dir, role)
+            path = self.custom_roles_dir / f"{role.id}.md"
+            if not (path.is_file() and path.read_text(encoding="utf-8") == format_role_text(role)):
+                path = write_role_file(self.custom_roles_dir, role)
             self.roles = {**self.roles, role.id: role.model_copy(update={"source": str(path)})}
         return path
+
+    def wrote(self, role: Role) -> bool:
+        """Whether ``role`` comes from a role file the team wrote (``create_custom_agent``)."""
+        return role.source not in ("builtin", "custom") and Path(role.source).resolve().parent == self.custom_roles_dir.resolve()
+
+    def is_written_role(self, role_id: str, role: Role) -> bool:
+        """Whether ``role`` is exactly the role the team already wrote under ``role_id``."""
+        current = self.roles.get(role_id)
+        written = current is not None and self.wrote(current)
+        return written and format_role_text(current) == format_role_text(role)
 
     def tools_of(self, role: Role) -> list[BaseTool]:
         """The user's own tools that agents of ``role`` get."""

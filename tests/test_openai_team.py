@@ -73,7 +73,7 @@ def test_tool_calls_round_trip_over_http(openai_team):
     assert "create_sub_agent" in {t["function"]["name"] for t in first["tools"]}
     # The malformed arguments came back to the member as an error it could fix.
     tool_results = [m.content for m in team.history(config, "Researcher_1") if m.type == "tool"]
-    assert tool_results[0].startswith("Error: the arguments of your write_file call were not valid JSON")
+    assert tool_results[0].startswith("Error: the arguments of your write_file call could not be used")
     assert tool_results[1].startswith("Wrote 7 characters")
 
 

@@ -50,7 +50,15 @@ def build_team_graph(runtime: TeamRuntime, *, checkpointer: Any = None) -> Compi
         # NOTE: the leader's transient provider errors are retried here; a member's
         # last failure marks it failed instead (nodes/agent_step.py).
         retry = RetryPolicy(max_attempts=3) if role.is_leader else None
-        builder.add_node(name, make_step_node(runtime, role), retry_policy=retry)
+        try:
+            node = make_step_node(runtime, role)
+        except Exception:
+            if not runtime.wrote(role):
+                raise
+            # NOTE: a role the team wrote must never stop the compile: its members
+            # step in the generic node, where the problem fails them with its reason.
+            continue
+        builder.add_node(name, node, retry_policy=retry)
         builder.add_edge(name, ROUTER)
         nodes[role.id] = name
     builder.add_node(GENERIC_MEMBER_NODE, make_generic_member_node(runtime))

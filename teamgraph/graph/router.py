@@ -429,6 +429,12 @@ class RouterPass:
         """An agent answers or decides a request routed to it."""
         record = self.request(effect["request_id"])
         if not tracker.is_pending(record) or record["route"] != effect["agent"]:
+            # NOTE: closed (or passed on) in this same pass: the answerer's tool said
+            # "answered", so it is told that its answer went nowhere (no silent loss).
+            if record is not None:
+                state = record["status"] if not tracker.is_pending(record) else f"passed to {record['route']}"
+                why = f": {clip(str(record['answer']), 200)}" if record["answer"] else ""
+                self.post(effect["agent"], envelopes.notice(f"Your answer to {record['id']} was not delivered: {record['id']} was {state}{why}"), sender="router")
             return
         kind, by, text, approve = record["kind"], effect["agent"], effect["answer"], effect["approve"]
         if kind == SHUTDOWN:
@@ -576,9 +582,13 @@ class RouterPass:
             return
         self.cancel_waits(record["name"], f"Cancelled: your turn was stopped by {effect['agent']}.")
         record.update(status=STOPPED, last_action=f"stopped by {effect['agent']}")
-        self.appends[record["name"]].append(
-            envelopes.as_message([envelopes.notice(f"Your turn was stopped by {effect['agent']}. Wait for new instructions.")])
-        )
+        # NOTE: the agent's open calls were answered just above, so the notice cannot
+        # come between a tool call and its result.
+        notice = envelopes.notice(f"Your turn was stopped by {effect['agent']}. Wait for new instructions.")
+        message_id = f"msg_{self.next_id('message')}"
+        self.track(message_id, sender="router", to=record["name"], sent_at=self.now, status="delivered", delivered_at=self.now, read_at=None)
+        record["unread"] = [*record.get("unread", []), message_id]
+        self.appends[record["name"]].append(envelopes.as_message([notice]))
 
     def on_step(self, effect: dict[str, Any]) -> None:
         name = effect["agent"]
@@ -751,13 +761,21 @@ class RouterPass:
         return bool(calls)
 
     def cancel_waits(self, name: str, content: str) -> None:
-        """Close every open tool call of ``name`` (and the requests behind them)."""
+        """Close every open tool call of ``name``, cancel the requests behind them, tell their deciders."""
         record = self.agents[name]
         for call_id, wait in list(record["waits"].items()):
             request = self.request(wait["request"]) if wait["request"] else None
             if tracker.is_pending(request):
                 self.save(tracker.close(request, status=tracker.CANCELLED, answer=content, closed_at=self.now))
+                self.tell_decider_cancelled(request, content)
             self.answer_wait(name, call_id, content)
+
+    def tell_decider_cancelled(self, request: dict[str, Any], why: str) -> None:
+        """Whoever was to act on a request that was cancelled after it read it is told."""
+        route = request.get("route")
+        delivery = self.delivery(request.get("message") or "")
+        if route in self.agents and delivery is not None and delivery["status"] in ("delivered", "read"):
+            self.post(route, envelopes.notice(f"{request['id']} from {request['from']} was cancelled: {clip(why, 200)}"), sender="router", wake=False)
 
     def end_agent(self, name: str, status: str, *, reason: str) -> None:
         """Take an agent out of the team: close its waits, answer who waits on it, bounce its inbox."""

@@ -138,9 +138,9 @@ def _build_openai(
     name: str, reasoning_effort: str | None, api_key: str | None, base_url: str | None
 ) -> BaseChatModel:
     # Imported here so scripted-only use does not pay for the OpenAI SDK import.
-    from langchain_openai import ChatOpenAI
+    from teamgraph.models.openai import TeamChatOpenAI
 
-    return ChatOpenAI(
+    return TeamChatOpenAI(
         model=name,
         # Local OpenAI-compatible servers ignore the key, but the SDK wants one.
         api_key=api_key or "not-needed",

@@ -178,7 +178,14 @@ def run_step(
     name = payload["agent"]
     team = read_team_state(config)
     role = runtime.roles[team["agents"][name]["role"]]
-    subgraph = subgraph_for(role)
+    try:
+        subgraph = subgraph_for(role)
+    except Exception as exc:
+        if name == LEADER:
+            raise
+        # NOTE: e.g. a role file whose model cannot be built: the member fails with the reason.
+        failed = effects.step(message_index=None, ended_turn=True, tool_calls=0, deferred=[])
+        return {"outbox": [{**failed, "agent": name, "error": f"{type(exc).__name__}: {exc}"}]}
     history = team.get("histories", {}).get(name, [])
     system = SystemMessage(system_prompt(runtime, role, name, team))
     view = team_view(team, name)

@@ -19,6 +19,7 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.types import Command
 from pydantic import ValidationError
 
+from teamgraph.models.arguments import NOT_AN_OBJECT, non_object_kind
 from teamgraph.tools.context import View
 
 VIEW_ARG = "view"
@@ -72,12 +73,16 @@ def run_tool_calls(
     deferred: list[str] = []
 
     for bad in ai.invalid_tool_calls:
+        name = bad.get("name") or "unknown"
+        kind = non_object_kind(bad.get("args"))
+        problem = bad.get("error") or (NOT_AN_OBJECT.format(kind=kind) if kind else "not valid JSON")
+        expected = f" Expected arguments: {_expected_args(tools[name])}." if name in tools else ""
         messages.append(
             _error(
-                f"the arguments of your {bad.get('name')} call were not valid JSON "
-                f"({bad.get('error') or 'could not be parsed'}). Call it again with a JSON object.",
+                f"the arguments of your {name} call could not be used: {problem}.{expected} "
+                "Call it again with a JSON object.",
                 bad.get("id") or "",
-                bad.get("name") or "unknown",
+                name,
             )
         )
 

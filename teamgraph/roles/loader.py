@@ -197,6 +197,32 @@ def load_roles(*dirs: str | Path | None) -> dict[str, Role]:
     return ({LEADER_ROLE_ID: leader} if leader else {}) | roles
 
 
+def load_written_roles(directory: str | Path) -> tuple[dict[str, Role], dict[str, RoleFileError]]:
+    """Load the role files a team wrote itself, skipping (not raising on) broken ones.
+
+    NOTE: a role file the team wrote (``create_custom_agent``) must never make the
+    home unusable: a broken one is reported, and the team compiles without it.
+
+    Returns:
+        The roles by id, and the problems by file path.
+    """
+    folder = Path(directory).expanduser()
+    roles: dict[str, Role] = {}
+    problems: dict[str, RoleFileError] = {}
+    if not folder.is_dir():
+        return roles, problems
+    for path in sorted(folder.glob(f"*{ROLE_FILE_SUFFIX}"), key=lambda p: p.name):
+        if path.name.startswith(".") or not path.is_file():
+            continue
+        try:
+            role = parse_role_file(path)
+        except RoleFileError as exc:
+            problems[str(path)] = exc
+            continue
+        roles.setdefault(role.id, role)
+    return roles, problems
+
+
 def format_role_text(role: Role) -> str:
     """Render a role as role-file text, the inverse of `parse_role_text`.
 

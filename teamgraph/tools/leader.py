@@ -183,8 +183,6 @@ def make_leader_tools(runtime: TeamRuntime) -> list[BaseTool]:
             model: Optional model for this role, e.g. "openai:gpt-4o-mini".
             thinking_mode: "fast" (default) or "deep".
         """
-        if id in runtime.roles:
-            raise fail(f"A role with id '{id}' already exists. Choose another id.")
         fields = {"id": id, "name": name, "description": description, "prompt": prompt}
         if model:
             fields["model"] = model
@@ -195,6 +193,13 @@ def make_leader_tools(runtime: TeamRuntime) -> list[BaseTool]:
         except ValidationError as exc:
             problems = "; ".join(f"{e['loc'][0]}: {e['msg']}" for e in exc.errors())
             raise fail(f"Invalid role: {problems}.") from None
+        if id in runtime.roles and not runtime.is_written_role(id, role):
+            raise fail(f"A role with id '{id}' already exists. Choose another id.")
+        try:
+            # NOTE: a model this team cannot build is refused now, not at the member's first step.
+            runtime.model_for(role)
+        except Exception as exc:  # noqa: BLE001 - whatever the factory raises, the leader is told
+            raise fail(f"model {model!r} cannot be used by this team: {exc}. Omit model to use the team's own.") from None
         runtime.add_role(role)
         return reply(
             f"Role '{role.id}' ({role.name}) created. Create members with "

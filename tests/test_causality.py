@@ -1,0 +1,71 @@
+"""Causality and pairing: a stop during a deferred call, answers that meet a closed request."""
+
+from __future__ import annotations
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+from teamgraph import Policy
+from teamgraph.messaging.envelopes import LEADER
+from tests.invariants import assert_team_invariants
+from tests.scripting import act, call, quiet
+
+MEMBER = "Researcher_1"
+
+DEFERRED_CALLS = {
+    "ask_master": call("ask_master", question="Which source?"),
+    "submit_plan": call("submit_plan", plan="1. read 2. write"),
+    "request_approval": call("request_approval", operation="delete the cache", reason="it is stale"),
+}
+
+
+@pytest.mark.parametrize("tool", list(DEFERRED_CALLS))
+def test_a_stop_during_a_deferred_call_answers_it_cancels_its_request_and_keeps_the_pairing(run_team, tool):
+    run = run_team(
+        {
+            LEADER: [
+                act(call("create_sub_agent", role_id="researcher", task="Research.")),
+                act(call("stop_sub_agent", display_name=MEMBER)),  # beside the member's deferred call
+                *quiet(),
+            ],
+            MEMBER: [act(DEFERRED_CALLS[tool]), "", ""],
+        },
+        policy=Policy(member_plan="leader", approval="leader"),
+    )
+    history = run.history(MEMBER)
+    ai = next(i for i, m in enumerate(history) if isinstance(m, AIMessage) and m.tool_calls)
+    result = history[ai + 1]
+    assert isinstance(result, ToolMessage) and result.tool_call_id == history[ai].tool_calls[0]["id"]
+    assert result.content.startswith("Cancelled")
+    assert isinstance(history[ai + 2], HumanMessage)  # the stop notice comes after the result
+    (request,) = run.requests().values()
+    assert request["status"] == "cancelled"
+    assert run.status(MEMBER) == "stopped"
+    # The decider is told (the request's envelope is replaced by a notice, or a notice follows it).
+    leader_inbox = "\n".join(run.inbox_texts(LEADER))
+    assert f"{request['id']} from {MEMBER} was cancelled" in leader_inbox
+    assert_team_invariants(run.values)
+
+
+def test_an_answer_to_a_question_whose_asker_is_stopped_meanwhile_still_reaches_it(run_team):
+    # NOTE: the answer and the stop happen in the same superstep: answers are applied
+    # before stops, so the asker gets the answer, then the stop notice; nothing is lost.
+    run = run_team(
+        {
+            LEADER: [
+                act(
+                    call("create_sub_agent", role_id="researcher", task="Ask the engineer."),
+                    call("create_sub_agent", role_id="full-stack-engineer"),
+                ),
+                "",
+                act(call("stop_sub_agent", display_name=MEMBER)),
+                *quiet(),
+            ],
+            MEMBER: [act(call("ask_other_agent", display_name="Full-Stack Engineer_1", question="Port?")), "", ""],
+            "Full-Stack Engineer_1": [act(call("answer_other_agent", question_id="ask_1", answer="8080")), "", ""],
+        }
+    )
+    assert run.tool_result(MEMBER, "ask_other_agent") == "8080"
+    assert run.request("ask_1")["status"] == "answered"
+    assert not [e for e in run.tool_results("Full-Stack Engineer_1") if e.status == "error"]
+    assert_team_invariants(run.values)

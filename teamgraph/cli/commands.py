@@ -13,8 +13,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich import box
-from rich.table import Table
 from rich.text import Text
 
 from teamgraph import __version__
@@ -22,10 +20,11 @@ from teamgraph.cli.answers import parse_answers
 from teamgraph.cli.errors import EXIT_NO_MODEL, CLIError, friendly, settings
 from teamgraph.cli.history import print_history
 from teamgraph.cli.live import Session
-from teamgraph.cli.output import console, display_path
+from teamgraph.cli.output import Column, console, display_path, fit_table
 from teamgraph.cli.teams import MODEL_ENV, make_policy, model_spec, reader_team
 from teamgraph.cli.threads import (
     db_path,
+    is_unfinished,
     load_thread_settings,
     require_thread,
     save_thread_settings,
@@ -219,9 +218,9 @@ def resume(
         team = Team(model=spec, roles_dir=roles_dir, policy=team_policy, home=home)
     session = Session(team, thread, home=home, answers=parse_answers(answer))
     out = session.out
-    if not session.pending() and not session.graph.get_state(session.config).next:
+    if not is_unfinished(session.graph.get_state(session.config)):
         out.print(
-            Text(f"Thread {thread} is not paused: nothing to resume. Give it a new task with "
+            Text(f"Thread {thread} is finished: nothing to resume. Give it a new task with "
                  f'teamgraph run --thread {thread} "..."', style="yellow"),
             soft_wrap=True,
         )
@@ -244,7 +243,7 @@ def threads(home: HomeOption = Path(DEFAULT_HOME)) -> None:
     if not ids:
         out.print(f"No threads yet in {display_path(db)}. Try `teamgraph demo`.", markup=False, soft_wrap=True)
         return
-    out.print(threads_table(reader_team(home), ids))
+    out.print(threads_table(reader_team(home), ids, width=out.width))
 
 
 @app.command()
@@ -268,6 +267,16 @@ def history(
 
 
 # --------------------------------------------------------------------------- roles
+
+
+ROLE_COLUMNS = [
+    Column("id", style="bold"),
+    Column("name", optional=True),
+    Column("level", optional=True),
+    Column("tools", free=True, optional=True),
+    Column("description", free=True),
+    Column("source", optional=True),
+]
 
 
 def _load_roles(roles_dir: Path | None, home: Path) -> dict[str, Any]:
@@ -305,18 +314,13 @@ def roles_list(
     if ctx.invoked_subcommand is not None:
         return
     roles = _load_roles(roles_dir, home)
-    table = Table(box=box.SIMPLE_HEAD)
-    table.add_column("id", no_wrap=True, style="bold")
-    table.add_column("name", no_wrap=True)
-    table.add_column("level", no_wrap=True)
-    table.add_column("tools", no_wrap=True)
-    table.add_column("description")
-    table.add_column("source")
-    for role in roles.values():
-        source = role.source if role.source == "builtin" else display_path(Path(role.source))
-        table.add_row(role.id, role.name, role.level, ", ".join(role.tools), role.description, source)
+    rows = [
+        [role.id, role.name, role.level, ", ".join(role.tools), role.description,
+         role.source if role.source == "builtin" else display_path(Path(role.source))]
+        for role in roles.values()
+    ]
     out = console()
-    out.print(table)
+    out.print(fit_table(ROLE_COLUMNS, rows, width=out.width))
     out.print("Show one: teamgraph roles show <id>", markup=False)
 
 

@@ -16,12 +16,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from rich import box
 from rich.table import Table
 from rich.text import Text
 
 from teamgraph.cli.errors import CLIError
-from teamgraph.cli.output import clip, display_path
+from teamgraph.cli.output import Column, display_path, fit_table
 from teamgraph.team import DEFAULT_HOME
 
 SETTINGS_FILE = "cli-threads.json"
@@ -68,40 +67,76 @@ def require_thread(home: Path, thread: str) -> None:
         raise CLIError(f"No thread {thread!r} in {display_path(db)}. Threads: {listing or 'none'}.")
 
 
-def threads_table(team: Any, ids: Iterable[str]) -> Table:
-    """The threads ``ids`` of ``team``: last update, agents, state (paused, interrupted, done), task.
+THREAD_COLUMNS = [
+    Column("thread", style="bold"),
+    Column("last update", optional=True),
+    Column("agents", justify="right", optional=True),
+    Column("state"),
+    Column("task", free=True),
+]
+_BUSY = frozenset({"running", "waiting"})
+
+
+def thread_state(snapshot: Any) -> Text:
+    """Where a thread is: failed, paused for you (or an agent), running (unfinished), or done.
+
+    A thread stopped with Ctrl-C (or a crash) is "running": its agents were mid-work, and
+    ``teamgraph resume`` continues it.
+    """
+    values = snapshot.values or {}
+    agents = values.get("agents") or {}
+    if any(getattr(task, "error", None) for task in snapshot.tasks or ()) or (
+        agents.get("Team Leader", {}).get("status") == "failed"
+    ):
+        return Text("failed", style="bold red")
+    if snapshot.interrupts:
+        ids = sorted(
+            rid for i in snapshot.interrupts if isinstance(i.value, dict) for rid in (i.value.get("requests") or {})
+        )
+        return Text(f"paused for you ({', '.join(ids)})" if ids else "paused for you", style="yellow")
+    if snapshot.next or snapshot.tasks:
+        return Text("running", style="green")
+    pending = [r for r in (values.get("requests") or {}).values() if r.get("status") == "pending"]
+    if pending:
+        whom = sorted({str(r.get("to")) for r in pending})
+        return Text(f"paused for {', '.join(whom)}", style="yellow")
+    if any(a.get("status") in _BUSY for a in agents.values()):
+        return Text("running", style="green")
+    return Text("done", style="green")
+
+
+def is_unfinished(snapshot: Any) -> bool:
+    """Whether ``teamgraph resume`` has something to continue: a pause, or tasks not yet applied."""
+    return bool(snapshot.interrupts or snapshot.next or snapshot.tasks)
+
+
+def threads_table(team: Any, ids: Iterable[str], *, width: int = 160) -> Table:
+    """The threads ``ids`` of ``team``: last update, agents, state, task; no wider than ``width``.
 
     NOTE: read through the graph, not the raw checkpoint: histories, requests and the
     registry are DeltaChannels, whose checkpoint blobs only point at earlier writes.
     """
     graph = team.graph
-    table = Table(title=f"Threads in {display_path(team.db_path)}", title_justify="left", box=box.SIMPLE_HEAD, title_style="bold")
-    table.add_column("thread", no_wrap=True, style="bold")
-    table.add_column("last update", no_wrap=True)
-    table.add_column("agents", justify="right")
-    table.add_column("state", no_wrap=True)
-    table.add_column("task")
+    rows: list[list[str | Text]] = []
     for thread in ids:
         snapshot = graph.get_state(thread_config(thread))
         if not snapshot.values:
             continue
-        agents = snapshot.values.get("agents") or {}
         messages = snapshot.values.get("messages") or []
         task = next((m.content for m in messages if getattr(m, "type", "") == "human"), "")
-        if snapshot.interrupts:
-            state = Text("paused", style="yellow")
-        elif snapshot.next:
-            state = Text("interrupted", style="magenta")
-        else:
-            state = Text("done", style="green")
-        table.add_row(
+        rows.append([
             thread,
             str(snapshot.created_at or "")[:19].replace("T", " "),
-            str(len(agents)),
-            state,
-            clip(task, 70),
-        )
-    return table
+            str(len(snapshot.values.get("agents") or {})),
+            thread_state(snapshot),
+            str(task),
+        ])
+    return fit_table(THREAD_COLUMNS, rows, width=width, title=f"Threads in {team_store_name(team)}")
+
+
+def team_store_name(team: Any) -> str:
+    """Where a team's threads are stored, for titles: the SQLite file (or the database URL)."""
+    return str(getattr(team, "store_name", None) or display_path(team.db_path))
 
 
 # --------------------------------------------------------------------------- cli-threads.json

@@ -79,7 +79,8 @@ AnswerOption = Annotated[
 ]
 NoPlanOption = Annotated[
     bool,
-    typer.Option("--no-plan", help="Do not make the Team Leader get its plan approved by you first."),
+    # NOTE: an empty metavar: typer would otherwise show "<bool>", as if the flag took a value.
+    typer.Option("--no-plan", metavar="", help="Do not make the Team Leader get its plan approved by you first."),
 ]
 PolicyOption = Annotated[
     list[str] | None,
@@ -99,9 +100,12 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks instead of one-line errors.")] = False,
+    debug: Annotated[
+        bool, typer.Option("--debug", metavar="", help="Show tracebacks instead of one-line errors.")
+    ] = False,
     version: Annotated[
-        bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit.")
+        bool,
+        typer.Option("--version", metavar="", callback=_version, is_eager=True, help="Show the version and exit."),
     ] = False,
 ) -> None:
     """teamgraph: durable LLM agent teams on LangGraph, checkpointed to SQLite.

@@ -21,17 +21,20 @@ from teamgraph.cli.errors import EXIT_NO_MODEL, CLIError, friendly, settings
 from teamgraph.cli.history import print_history
 from teamgraph.cli.live import Session
 from teamgraph.cli.output import Column, console, display_path, fit_table
-from teamgraph.cli.teams import MODEL_ENV, make_policy, model_spec, reader_team
+from teamgraph.cli.teams import MODEL_ENV, make_policy, model_spec, on_chosen_db, reader_team
 from teamgraph.cli.threads import (
-    db_path,
+    chosen_db,
     is_unfinished,
+    list_threads,
     load_thread_settings,
+    new_thread_id,
     require_thread,
     save_thread_settings,
+    store_label,
     thread_config,
-    thread_ids,
     threads_table,
 )
+from teamgraph.checkpoints.store import DB_ENV
 from teamgraph.team import DEFAULT_HOME
 
 app = typer.Typer(
@@ -100,6 +103,15 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
+    db: Annotated[
+        str | None,
+        typer.Option(
+            "--db",
+            metavar="URL",
+            help=f"Where threads are saved: postgresql://user:pw@host/db, or a SQLite file (default: ${DB_ENV}, "
+            "else <home>/teamgraph.sqlite).",
+        ),
+    ] = None,
     debug: Annotated[
         bool, typer.Option("--debug", metavar="", help="Show tracebacks instead of one-line errors.")
     ] = False,
@@ -114,6 +126,7 @@ def _root(
     [bold]teamgraph run "your task"[/bold] with TEAMGRAPH_MODEL=openai:<model> and OPENAI_API_KEY set.
     """
     settings["debug"] = debug or bool(os.environ.get("TEAMGRAPH_DEBUG"))
+    settings["db"] = db
 
 
 # --------------------------------------------------------------------------- running teams
@@ -137,13 +150,14 @@ def demo(
     Engineer) who work in parallel; one asks the leader a question, one asks a
     peer; the leader reports. Everything is checkpointed to SQLite in --home.
     """
-    from teamgraph.demo import DEMO_TASK, demo_team, new_thread_id
+    from teamgraph.demo import DEMO_TASK, demo_team
+    from teamgraph.demo.runner import DEMO_THREAD_PREFIX
 
     out = console()
     if latency is None:
         latency = 0.3 if out.is_terminal else 0.0
-    team = demo_team(home, roles_dir=roles_dir, latency=latency)
-    thread = thread or new_thread_id(team.db_path)
+    team = on_chosen_db(demo_team(home, roles_dir=roles_dir, latency=latency))
+    thread = thread or new_thread_id(home, DEMO_THREAD_PREFIX)
     out.print(Text.assemble(("Demo", "bold"), " · a scripted team (no LLM, offline) · thread ", (thread, "bold")))
     out.print(Text.assemble(("Task: ", "bold"), DEMO_TASK))
     session = Session(team, thread, home=home, answers=parse_answers(answer))
@@ -168,15 +182,14 @@ def run(
     answer: AnswerOption = None,
 ) -> None:
     """Run a team on TASK, with a live view; pauses ask you (or take --answer)."""
-    from teamgraph.demo.runner import new_thread_id
     from teamgraph.team import Team
 
     if not task.strip():
         raise CLIError('Give the team a task, e.g. teamgraph run "Build a login page".', EXIT_NO_MODEL)
     spec = model_spec(model)
     team_policy = make_policy(no_plan=no_plan, settings=policy)
-    team = Team(model=spec, roles_dir=roles_dir, policy=team_policy, home=home)
-    thread = thread or new_thread_id(team.db_path, prefix="run")
+    team = Team(model=spec, roles_dir=roles_dir, policy=team_policy, home=home, checkpointer=chosen_db())
+    thread = thread or new_thread_id(home, "run")
     session = Session(team, thread, home=home, answers=parse_answers(answer))
     paused = list(session.pending())
     if paused:
@@ -214,12 +227,14 @@ def resume(
     roles_dir = roles_dir or (Path(saved["roles_dir"]) if saved.get("roles_dir") else None)
     if model is None and saved.get("demo"):
         base = saved.get("policy") or demo_policy().model_dump(mode="json")
-        team = demo_team(home, roles_dir=roles_dir, policy=make_policy(base=base, no_plan=no_plan, settings=policy))
+        team = on_chosen_db(
+            demo_team(home, roles_dir=roles_dir, policy=make_policy(base=base, no_plan=no_plan, settings=policy))
+        )
         spec = "scripted demo"
     else:
         spec = model_spec(model or saved.get("model"))
         team_policy = make_policy(base=saved.get("policy"), no_plan=no_plan, settings=policy)
-        team = Team(model=spec, roles_dir=roles_dir, policy=team_policy, home=home)
+        team = Team(model=spec, roles_dir=roles_dir, policy=team_policy, home=home, checkpointer=chosen_db())
     session = Session(team, thread, home=home, answers=parse_answers(answer))
     out = session.out
     if not is_unfinished(session.graph.get_state(session.config)):
@@ -240,12 +255,11 @@ def resume(
 @app.command()
 @friendly
 def threads(home: HomeOption = Path(DEFAULT_HOME)) -> None:
-    """List the threads in the home folder's SQLite file, most recent first."""
-    db = db_path(home)
+    """List the threads in the home folder's SQLite file (or --db's database), most recent first."""
     out = console()
-    ids = thread_ids(db)
+    ids = list_threads(home)
     if not ids:
-        out.print(f"No threads yet in {display_path(db)}. Try `teamgraph demo`.", markup=False, soft_wrap=True)
+        out.print(f"No threads yet in {store_label(home)}. Try `teamgraph demo`.", markup=False, soft_wrap=True)
         return
     out.print(threads_table(reader_team(home), ids, width=out.width))
 

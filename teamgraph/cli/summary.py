@@ -17,7 +17,8 @@ from rich.panel import Panel
 from rich.text import Text
 
 from teamgraph.cli.output import Column, answer_text, display_path, fit_table, one_line, recipient, status_text
-from teamgraph.cli.threads import home_args, thread_config
+from teamgraph.checkpoints.store import POSTGRES_SCHEMES
+from teamgraph.cli.threads import db_args, home_args, store_label, thread_config
 
 
 def _files_written(histories: Mapping[str, list[Any]], project_dir: Path) -> list[tuple[Path, str]]:
@@ -105,13 +106,16 @@ def print_summary(out: Console, team: Any, graph: Any, thread: str) -> None:
         out.print(Text("Files written", style="bold"))
         for path, who in files:
             out.print(f"  {display_path(path)}  ({who})", markup=False, soft_wrap=True)
-    out.print(Text.assemble(("SQLite: ", "bold"), display_path(team.db_path), f"  (thread {thread})"), soft_wrap=True)
+    label = store_label(team.home)
+    kind = "PostgreSQL: " if label.startswith(POSTGRES_SCHEMES) else "SQLite: "
+    out.print(Text.assemble((kind, "bold"), label, f"  (thread {thread})"), soft_wrap=True)
 
 
 def print_hints(out: Console, thread: str, home: Path, agents: Iterable[str]) -> None:
     """The commands to look further: one member's history (else the thread's), the thread list."""
     home_flag = "".join(f" {arg}" for arg in home_args(home))
+    db = "".join(f" {arg}" for arg in db_args())
     members = [a for a in agents if a != "Team Leader"]
     out.print(Text("Next:", style="bold"))
-    out.print(f"  teamgraph history {shlex.quote(thread)}{home_flag}" + (f" --agent {shlex.quote(members[0])}" if members else ""), markup=False, soft_wrap=True)
-    out.print(f"  teamgraph threads{home_flag}", markup=False, soft_wrap=True)
+    out.print(f"  teamgraph{db} history {shlex.quote(thread)}{home_flag}" + (f" --agent {shlex.quote(members[0])}" if members else ""), markup=False, soft_wrap=True)
+    out.print(f"  teamgraph{db} threads{home_flag}", markup=False, soft_wrap=True)

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import sqlite3
 from collections.abc import Iterable
@@ -19,7 +20,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from teamgraph.cli.errors import CLIError
+from teamgraph.cli.errors import CLIError, settings
 from teamgraph.cli.output import Column, display_path, fit_table
 from teamgraph.team import DEFAULT_HOME
 
@@ -37,6 +38,43 @@ def db_path(home: Path) -> Path:
     from teamgraph.checkpoints import DB_FILE
 
     return Path(home) / DB_FILE
+
+
+def chosen_db() -> str | None:
+    """The database ``--db`` names (None: ``$TEAMGRAPH_DB``, else the home's SQLite file)."""
+    return settings.get("db") or None
+
+
+def store_label(home: Path) -> str:
+    """Where the threads are, for messages: the SQLite path, or the PostgreSQL URL without password."""
+    from teamgraph.checkpoints import describe_db, is_postgres_url
+
+    label = describe_db(chosen_db(), home)
+    return label if is_postgres_url(label) else display_path(Path(label))
+
+
+def list_threads(home: Path) -> list[str]:
+    """Thread ids in the team's database, most recently updated first (a missing SQLite file: none)."""
+    from teamgraph.checkpoints import close_checkpointer, is_postgres_url, open_checkpointer
+    from teamgraph.checkpoints.store import resolve_db
+
+    db = resolve_db(chosen_db(), home)
+    if not is_postgres_url(db):
+        return thread_ids(Path(db))
+    saver = open_checkpointer(db, home=home)
+    try:
+        from teamgraph.checkpoints import thread_ids as saver_thread_ids
+
+        return saver_thread_ids(saver)
+    finally:
+        close_checkpointer(saver)
+
+
+def new_thread_id(home: Path, prefix: str) -> str:
+    """A thread id not used yet in the team's database: ``<prefix>-<n>``, n one more than the largest."""
+    pattern = re.compile(rf"^{re.escape(prefix)}-(\d+)$")
+    taken = [int(m.group(1)) for t in list_threads(home) if (m := pattern.match(t))]
+    return f"{prefix}-{max(taken, default=0) + 1}"
 
 
 def thread_ids(db: Path) -> list[str]:
@@ -57,14 +95,24 @@ def thread_ids(db: Path) -> list[str]:
 
 
 def require_thread(home: Path, thread: str) -> None:
-    """Fail with the known thread ids unless ``thread`` is in the home folder's SQLite file."""
-    db = db_path(home)
-    if not db.exists():
-        raise CLIError(f"No threads yet: {display_path(db)} does not exist. Try `teamgraph demo` first.")
-    known = thread_ids(db)
+    """Fail with the known thread ids unless ``thread`` is in the team's database."""
+    from teamgraph.checkpoints import is_postgres_url
+    from teamgraph.checkpoints.store import resolve_db
+
+    where = store_label(home)
+    if not is_postgres_url(resolve_db(chosen_db(), home)) and not db_path_of(home).exists():
+        raise CLIError(f"No threads yet: {where} does not exist. Try `teamgraph demo` first.")
+    known = list_threads(home)
     if thread not in known:
         listing = ", ".join(known[:20]) + (" …" if len(known) > 20 else "")
-        raise CLIError(f"No thread {thread!r} in {display_path(db)}. Threads: {listing or 'none'}.")
+        raise CLIError(f"No thread {thread!r} in {where}. Threads: {listing or 'none'}.")
+
+
+def db_path_of(home: Path) -> Path:
+    """The SQLite file the team uses (``--db``/``$TEAMGRAPH_DB`` naming a file, else the home's)."""
+    from teamgraph.checkpoints.store import resolve_db
+
+    return Path(resolve_db(chosen_db(), home))
 
 
 THREAD_COLUMNS = [
@@ -131,12 +179,7 @@ def threads_table(team: Any, ids: Iterable[str], *, width: int = 160) -> Table:
             thread_state(snapshot),
             str(task),
         ])
-    return fit_table(THREAD_COLUMNS, rows, width=width, title=f"Threads in {team_store_name(team)}")
-
-
-def team_store_name(team: Any) -> str:
-    """Where a team's threads are stored, for titles: the SQLite file (or the database URL)."""
-    return str(getattr(team, "store_name", None) or display_path(team.db_path))
+    return fit_table(THREAD_COLUMNS, rows, width=width, title=f"Threads in {store_label(team.home)}")
 
 
 # --------------------------------------------------------------------------- cli-threads.json
@@ -180,6 +223,12 @@ def home_args(home: Path | str) -> list[str]:
     return [] if Path(home) == Path(DEFAULT_HOME) else ["--home", shlex.quote(str(home))]
 
 
+def db_args() -> list[str]:
+    """``--db <url>`` for a command line when ``--db`` was given (``$TEAMGRAPH_DB`` needs none)."""
+    db = chosen_db()
+    return ["--db", shlex.quote(str(db))] if db else []
+
+
 def resume_command(thread: str, home: Path | str = DEFAULT_HOME) -> str:
     """The command line that continues ``thread``."""
-    return " ".join(["teamgraph", "resume", shlex.quote(thread), *home_args(home)])
+    return " ".join(["teamgraph", *db_args(), "resume", shlex.quote(thread), *home_args(home)])

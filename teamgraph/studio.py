@@ -148,7 +148,7 @@ def _compiled(model: str, policy: str, home: str) -> CompiledStateGraph:
     # every run and every thread read, so each configuration is compiled once.
     graph = build_team(model, policy, home).compile()
     # Studio's assistant form and the API's config/context schemas come from here.
-    graph.context_schema = TeamSettings
+    graph.context_schema = TeamSettings  # type: ignore[assignment]  # the graph itself reads no context
     return graph
 
 

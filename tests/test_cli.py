@@ -359,7 +359,11 @@ def test_a_pause_without_a_terminal_fails_clearly_then_resume_answers_it(tmp_pat
     third = invoke("resume", "run-1", "--home", home, "--answer", "ask_2=French")
     assert third.exit_code == 0, third.output
     assert "Done: hello.py greets the user." in third.stdout
-    assert re.search(r"ask_2\s+ask\s+Full-Stack Engineer_1 → you\s+answered\s+Greet in English or French\? · The user answered: French", third.stdout)
+    assert re.search(
+        r"ask_2\s+ask\s+Full-Stack Engineer_1 → you\s+answered\s+"
+        r"Greet in English or French\? · The user answered: French",
+        third.stdout,
+    )
 
     done = invoke("resume", "run-1", "--home", home)
     assert done.exit_code == 0, done.output
@@ -443,7 +447,8 @@ def spawn_cli(tmp_path: Path, *args: str, columns: int = 120, timeout: float = 6
     pexpect = pytest.importorskip("pexpect")
     import os
 
-    env = {k: v for k, v in os.environ.items() if k not in ("TEAMGRAPH_MODEL", "FORCE_COLOR", "NO_COLOR", "COLUMNS", "LINES")}
+    dropped = ("TEAMGRAPH_MODEL", "FORCE_COLOR", "NO_COLOR", "COLUMNS", "LINES")
+    env = {k: v for k, v in os.environ.items() if k not in dropped}
     env["TERM"] = "xterm"
     return pexpect.spawn(
         sys.executable, ["-m", "teamgraph.cli", *args], cwd=str(tmp_path), env=env, encoding="utf-8",

@@ -69,7 +69,9 @@ def test_the_cli_runs_lists_reads_and_resumes_threads_in_postgres(postgres_url, 
     assert listed.exit_code == 0, listed.output
     assert re.findall(r"^(demo-\d)\s.*\bdone\b", listed.stdout, re.M) == ["demo-2", "demo-1"], listed.stdout
 
-    history = runner.invoke(app, ["--db", postgres_url, "history", "demo-1", "--agent", "UI Operator_1", "--home", home])
+    history = runner.invoke(
+        app, ["--db", postgres_url, "history", "demo-1", "--agent", "UI Operator_1", "--home", home]
+    )
     assert history.exit_code == 0, history.output
     assert "UI Operator_1 · ui-operator · idle" in history.stdout
 

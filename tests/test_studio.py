@@ -339,7 +339,9 @@ def test_a_pause_for_a_person_is_answered_through_the_api(langgraph_dev: Callabl
     assert state["values"]["requests"]["plan_1"]["status"] == "pending"
 
     # A refused value changes nothing: the run pauses again and says why.
-    client.runs.wait(thread["thread_id"], GRAPH_ID, command={"resume": {"plan_9": {"approve": True}}}, raise_error=False)
+    client.runs.wait(
+        thread["thread_id"], GRAPH_ID, command={"resume": {"plan_9": {"approve": True}}}, raise_error=False
+    )
     state = client.threads.get_state(thread["thread_id"])
     value = [i for task in state["tasks"] for i in task.get("interrupts", [])][0]["value"]
     assert "unknown request id 'plan_9'" in value["error"]

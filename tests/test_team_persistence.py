@@ -16,8 +16,7 @@ import pytest
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from pg_fixtures import postgres_server, postgres_url  # noqa: F401
-from scripting import call, act
-
+from scripting import act, call
 
 LEADER = "Team Leader"
 
@@ -277,7 +276,8 @@ def _analyst_leader(messages):
         )
     since = [str(m.content) for m in messages if isinstance(m, HumanMessage)]
     since = "\n".join(since[since.index("Analyse Q2"):]) if "Analyse Q2" in since else ""
-    if isinstance(last, HumanMessage) and "Result from Data Analyst_1" in since and "Result from Data Analyst_2" in since:
+    both = "Result from Data Analyst_1" in since and "Result from Data Analyst_2" in since
+    if isinstance(last, HumanMessage) and both:
         return "Q2 done."
     return ""
 

@@ -16,12 +16,19 @@ import typer
 from rich.text import Text
 
 from teamgraph import __version__
+from teamgraph.checkpoints.store import DB_ENV
 from teamgraph.cli.answers import parse_answers
 from teamgraph.cli.errors import EXIT_NO_MODEL, CLIError, friendly, settings
 from teamgraph.cli.history import print_history
 from teamgraph.cli.live import Session
 from teamgraph.cli.output import Column, console, display_path, fit_table
-from teamgraph.cli.teams import MODEL_ENV, make_policy, model_spec, on_chosen_db, reader_team
+from teamgraph.cli.teams import (
+    MODEL_ENV,
+    make_policy,
+    model_spec,
+    on_chosen_db,
+    reader_team,
+)
 from teamgraph.cli.threads import (
     chosen_db,
     is_unfinished,
@@ -34,7 +41,6 @@ from teamgraph.cli.threads import (
     thread_config,
     threads_table,
 )
-from teamgraph.checkpoints.store import DB_ENV
 from teamgraph.team import DEFAULT_HOME
 
 app = typer.Typer(
@@ -77,7 +83,8 @@ AnswerOption = Annotated[
         "--answer",
         "-a",
         metavar="ID=VALUE",
-        help='Answer a pause without asking: ID=VALUE, e.g. ask_1="Use blue", plan_2=yes, plan_2=no:"too big". Repeatable.',
+        help='Answer a pause without asking: ID=VALUE, e.g. ask_1="Use blue", plan_2=yes, plan_2=no:"too big". '
+        "Repeatable.",
     ),
 ]
 NoPlanOption = Annotated[
@@ -141,7 +148,9 @@ def demo(
     answer: AnswerOption = None,
     latency: Annotated[
         float | None,
-        typer.Option("--latency", min=0.0, help="Seconds per scripted model call (default: 0.3 on a terminal, else 0)."),
+        typer.Option(
+            "--latency", min=0.0, help="Seconds per scripted model call (default: 0.3 on a terminal, else 0)."
+        ),
     ] = None,
 ) -> None:
     """Run the bundled scripted team offline: no model, no network.

@@ -28,7 +28,16 @@ from teamgraph.cli.errors import (
     error_text,
     settings,
 )
-from teamgraph.cli.output import Column, answer_text, clip, console, fit_table, one_line, recipient, status_text
+from teamgraph.cli.output import (
+    Column,
+    answer_text,
+    clip,
+    console,
+    fit_table,
+    one_line,
+    recipient,
+    status_text,
+)
 from teamgraph.cli.stopping import GracefulStop, StopRequested
 from teamgraph.cli.summary import print_hints, print_summary
 from teamgraph.cli.threads import resume_command, thread_config
@@ -180,7 +189,7 @@ class TeamView:
         if self.stopping:
             head.append(" · stopping", style="yellow")
         yield head
-        rows = [
+        rows: list[list[str | Text]] = [
             [
                 ("▶ " if name in self.scheduled else "  ") + name,
                 str(rec.get("role", "")),
@@ -193,7 +202,7 @@ class TeamView:
         ]
         yield fit_table(AGENT_COLUMNS, rows, width=width)
         if self.board:
-            board = [
+            board: list[list[str | Text]] = [
                 [str(t.get("id", "")), status_text(str(t.get("status", ""))), str(t.get("assignee") or "-"),
                  str(t.get("title", ""))]
                 for t in self.board
@@ -242,18 +251,21 @@ class Session:
 
     # -- streaming ------------------------------------------------------------
 
-    def drive(self, payload: Any) -> None:
-        """Stream ``payload`` (input, ``None`` or a ``Command``); answer pauses until the run ends."""
+    def _until_done(self, payload: Any) -> None:
         from langgraph.types import Command
 
+        while True:
+            if payload is not None or not self.pending():
+                self.stream(payload)
+            pending, error = self.pause()
+            if not pending:
+                return
+            payload = Command(resume=self.answerer.collect(pending, error))
+
+    def drive(self, payload: Any) -> None:
+        """Stream ``payload`` (input, ``None`` or a ``Command``); answer pauses until the run ends."""
         try:
-            while True:
-                if payload is not None or not self.pending():
-                    self.stream(payload)
-                pending, error = self.pause()
-                if not pending:
-                    break
-                payload = Command(resume=self.answerer.collect(pending, error))
+            self._until_done(payload)
         except (KeyboardInterrupt, StopRequested):
             if self.interactive:
                 self.out.print()  # end the prompt's line
@@ -279,7 +291,10 @@ class Session:
         unused = self.answerer.unused()
         if unused:
             self.out.print(
-                Text(f"Note: --answer given for {', '.join(unused)}, but no pending request has that id.", style="yellow")
+                Text(
+                    f"Note: --answer given for {', '.join(unused)}, but no pending request has that id.",
+                    style="yellow",
+                )
             )
 
     def stream(self, payload: Any) -> None:

@@ -16,8 +16,16 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.text import Text
 
-from teamgraph.cli.output import Column, answer_text, display_path, fit_table, one_line, recipient, status_text
 from teamgraph.checkpoints.store import POSTGRES_SCHEMES
+from teamgraph.cli.output import (
+    Column,
+    answer_text,
+    display_path,
+    fit_table,
+    one_line,
+    recipient,
+    status_text,
+)
 from teamgraph.cli.threads import db_args, home_args, store_label, thread_config
 
 
@@ -111,11 +119,12 @@ def print_summary(out: Console, team: Any, graph: Any, thread: str) -> None:
     out.print(Text.assemble((kind, "bold"), label, f"  (thread {thread})"), soft_wrap=True)
 
 
-def print_hints(out: Console, thread: str, home: Path, agents: Iterable[str]) -> None:
+def print_hints(out: Console, thread: str, home: Path | str, agents: Iterable[str]) -> None:
     """The commands to look further: one member's history (else the thread's), the thread list."""
     home_flag = "".join(f" {arg}" for arg in home_args(home))
     db = "".join(f" {arg}" for arg in db_args())
     members = [a for a in agents if a != "Team Leader"]
     out.print(Text("Next:", style="bold"))
-    out.print(f"  teamgraph{db} history {shlex.quote(thread)}{home_flag}" + (f" --agent {shlex.quote(members[0])}" if members else ""), markup=False, soft_wrap=True)
+    agent = f" --agent {shlex.quote(members[0])}" if members else ""
+    out.print(f"  teamgraph{db} history {shlex.quote(thread)}{home_flag}{agent}", markup=False, soft_wrap=True)
     out.print(f"  teamgraph{db} threads{home_flag}", markup=False, soft_wrap=True)

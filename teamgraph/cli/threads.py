@@ -55,7 +55,11 @@ def store_label(home: Path) -> str:
 
 def list_threads(home: Path) -> list[str]:
     """Thread ids in the team's database, most recently updated first (a missing SQLite file: none)."""
-    from teamgraph.checkpoints import close_checkpointer, is_postgres_url, open_checkpointer
+    from teamgraph.checkpoints import (
+        close_checkpointer,
+        is_postgres_url,
+        open_checkpointer,
+    )
     from teamgraph.checkpoints.store import resolve_db
 
     db = resolve_db(chosen_db(), home)

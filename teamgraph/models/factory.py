@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
+from pydantic import SecretStr
 
 from teamgraph.models.scripted import ScriptedChatModel
 
@@ -237,7 +238,7 @@ def _build_openai(
     return ChatOpenAI(
         model=name,
         # Local OpenAI-compatible servers ignore the key, but the SDK wants one.
-        api_key=api_key or "not-needed",
+        api_key=SecretStr(api_key or "not-needed"),
         base_url=base_url,
         max_retries=_MAX_RETRIES,
         reasoning_effort=reasoning_effort,

@@ -562,3 +562,35 @@ def test_no_plan_reads_as_a_flag() -> None:
     result = runner.invoke(app, ["run", "--help"], env={"COLUMNS": "120"})
     line = next(line for line in result.stdout.splitlines() if "--no-plan" in line)
     assert "<bool>" not in line and "BOOLEAN" not in line
+
+
+def test_the_live_view_names_tools_counts_tokens_and_shows_the_board() -> None:
+    from langchain_core.messages import AIMessage, ToolMessage
+    from rich.console import Console
+
+    from teamgraph.cli import TeamView
+
+    usage = {"input_tokens": 1200, "output_tokens": 34, "total_tokens": 1234}
+    earlier = AIMessage("", tool_calls=[{"name": "read_file", "args": {}, "id": "c0"}], usage_metadata=usage)
+    view = TeamView("run-7", {
+        "agents": {
+            "UI Operator_1": {"role": "ui-operator", "status": "running", "steps": 1, "last_action": "1 tool call(s)"}
+        },
+        "histories": {"UI Operator_1": [earlier, ToolMessage("x", tool_call_id="c0")]},
+        "team": {"tick": 3, "board": [{"id": "task_1", "title": "Design the login page", "status": "doing",
+                                       "assignee": "UI Operator_1"}]},
+    })
+    step = AIMessage("", tool_calls=[{"name": "write_file", "args": {}, "id": "c1"},
+                                     {"name": "send_message", "args": {}, "id": "c2"}],
+                     usage_metadata={"input_tokens": 90, "output_tokens": 10, "total_tokens": 100})
+    lines = view.apply("ui-operator", {"histories": {"UI Operator_1": [step]}})
+
+    assert re.fullmatch(r"\[\s*[\d.]+s\] UI Operator_1: called write_file, send_message · 100 tokens", lines[0])
+    assert view.tokens == {"UI Operator_1": 1334}
+    out = Console(width=80, record=True, color_system=None)
+    out.print(view)
+    text = out.export_text()
+    assert re.search(r"thread run-7 · step 3 · \d+s · 1,334 tokens", text)
+    # The tools of the latest step lead the action (the registry only says "1 tool call(s)").
+    assert re.search(r"UI Operator_1\s+ui-operator\s+running\s+1\s+1,334\s+write_file, send_mes", text), text
+    assert re.search(r"Task board.*?\ntask_1\s+doing\s+UI Operator_1\s+Design the login page", text, re.S), text

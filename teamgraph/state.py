@@ -7,11 +7,12 @@ serialized into every checkpoint. This module imports nothing of ours.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any
 
 from langchain_core.messages import AnyMessage
 from langgraph.channels import DeltaChannel, Topic
 from langgraph.graph.message import add_messages
+from typing_extensions import TypedDict
 
 # NOTE: DeltaChannel writes a full snapshot every `snapshot_frequency` updates;
 # between snapshots a checkpoint stores only what changed. The cadence was chosen

@@ -1,30 +1,78 @@
-"""The team graph for LangGraph Studio and the API server (``langgraph dev``).
+"""The team graph for LangGraph Studio and the API server (``langgraph dev``, ``langgraph up``).
 
-``langgraph.json`` at the repository root names ``graph`` below. The server
-brings its own checkpointer, so the team is compiled without one. The
-environment configures the team:
+``langgraph.json`` names ``make_graph`` below: the server calls it for each run
+(and each read of a thread or an assistant) with the assistant's configuration,
+so one deployment can offer several assistants with different models, policies
+or homes. The server brings its own checkpointer, so teams compile without one.
 
-- ``TEAMGRAPH_MODEL``: the model (``openai:<model>`` or ``scripted:<path.yaml>``);
-- ``TEAMGRAPH_HOME``: the data folder (custom roles, project files); default
-  ``.teamgraph``;
-- ``TEAMGRAPH_POLICY``: optional, a JSON object of ``Policy`` fields, e.g.
-  ``{"ask": "human", "pause": "immediately"}``.
+Where a setting comes from, the later winning:
+
+1. the environment (``langgraph.json``'s ``env``, or the shell):
+   ``TEAMGRAPH_MODEL``, ``TEAMGRAPH_HOME`` (default ``.teamgraph``),
+   ``TEAMGRAPH_POLICY`` (a JSON object of ``Policy`` fields);
+2. the assistant's ``configurable``: ``{"model": ..., "policy": {...}, "home": ...}``
+   (see ``TeamSettings``);
+3. a run's ``context`` with the same keys (model and policy; a home given here is
+   seen by the run only, not by the thread views, so prefer ``configurable`` for it).
+
+Example:
+    ```python
+    from langgraph_sdk import get_sync_client
+
+    client = get_sync_client(url="http://127.0.0.1:2024")
+    careful = client.assistants.create(
+        "teamgraph", config={"configurable": {"policy": {"ask": "human"}}}, name="careful"
+    )
+    client.runs.wait(None, careful["assistant_id"], input={"messages": [("user", "Build a login page")]})
+    ```
+
+With no model anywhere the graph still loads (Studio can show it); a run then
+fails with one line that says what to set.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import json
 import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph.state import CompiledStateGraph
 from pydantic import ValidationError
+from typing_extensions import TypedDict
 
+from teamgraph.models import ModelNotConfiguredError, UnconfiguredChatModel, resolve_model
 from teamgraph.policy import Policy
 from teamgraph.team import DEFAULT_HOME, Team
 
+if TYPE_CHECKING:
+    from langgraph_sdk.runtime import ServerRuntime
+
+MODEL_ENV = "TEAMGRAPH_MODEL"
 HOME_ENV = "TEAMGRAPH_HOME"
 POLICY_ENV = "TEAMGRAPH_POLICY"
+SETTINGS = ("model", "policy", "home")
+NO_MODEL_HINT = (
+    f"set {MODEL_ENV} (langgraph.json's env) or the assistant's configurable 'model', "
+    "e.g. 'openai:gpt-4o-mini' or 'anthropic:claude-sonnet-4-5'."
+)
 
 
-def policy_from_env(environ: dict[str, str] | None = None) -> Policy:
+class TeamSettings(TypedDict, total=False):
+    """What an assistant (``configurable``) or a run (``context``) may set."""
+
+    model: str
+    """A model spec: ``openai:<model>``, ``anthropic:<model>``, ``ollama:<model>``, ``scripted:<path.yaml>``."""
+    policy: Policy
+    """Policy fields, e.g. ``{"ask": "human", "plan": "human"}``; unset fields keep their defaults."""
+    home: str
+    """The data folder: custom roles and project files."""
+
+
+def policy_from_env(environ: Mapping[str, str] | None = None) -> Policy:
     """The ``Policy`` that ``TEAMGRAPH_POLICY`` describes (the default if unset).
 
     Raises:
@@ -36,22 +84,90 @@ def policy_from_env(environ: dict[str, str] | None = None) -> Policy:
     try:
         return Policy.model_validate_json(raw)
     except ValidationError as e:
-        fields = ", ".join(Policy.model_fields)
-        raise ValueError(
-            f"{POLICY_ENV} must be a JSON object of Policy fields ({fields}); "
-            f"got {raw!r}:\n{e}"
-        ) from e
+        raise ValueError(_policy_error(POLICY_ENV, raw, e)) from e
 
 
-def build_team(environ: dict[str, str] | None = None) -> Team:
-    """The team Studio runs, configured from the environment (model from ``TEAMGRAPH_MODEL``)."""
+def _policy_error(where: str, raw: Any, error: ValidationError) -> str:
+    fields = ", ".join(Policy.model_fields)
+    return f"{where} must be a JSON object of Policy fields ({fields}); got {raw!r}:\n{error}"
+
+
+def settings_of(
+    config: RunnableConfig | None = None,
+    context: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> tuple[str, str, str]:
+    """The team settings in force: ``(model spec, policy JSON, home)``.
+
+    Args:
+        config: The run's config; its ``configurable`` may hold ``TeamSettings`` keys.
+        context: The run's context (same keys), winning over ``configurable``.
+        environ: The environment (default ``os.environ``), the fallback.
+
+    Returns:
+        Plain strings (``""`` for no model), usable as a cache key.
+
+    Raises:
+        ValueError: A policy is not made of ``Policy`` fields.
+    """
     env = environ if environ is not None else os.environ
+    merged: dict[str, Any] = {}
+    for layer in ((config or {}).get("configurable") or {}, context or {}):
+        merged.update({k: v for k, v in dict(layer).items() if k in SETTINGS and v not in (None, "")})
+    if "policy" in merged:
+        raw = merged["policy"]
+        try:
+            policy = raw if isinstance(raw, Policy) else Policy.model_validate(raw)
+        except ValidationError as e:
+            raise ValueError(_policy_error("The 'policy' setting", raw, e)) from e
+    else:
+        policy = policy_from_env(env)
+    model = str(merged.get("model") or env.get(MODEL_ENV, "")).strip()
+    home = str(merged.get("home") or env.get(HOME_ENV) or DEFAULT_HOME)
+    return model, json.dumps(policy.model_dump(mode="json"), sort_keys=True), home
+
+
+def build_team(model: str, policy: str, home: str) -> Team:
+    """The team for these settings; without a usable model, one whose runs fail saying why."""
+    try:
+        chat_model: Any = resolve_model(model or None)
+    except ModelNotConfiguredError as e:
+        reason = str(e).splitlines()[0].removeprefix("No model configured: ")
+        chat_model = UnconfiguredChatModel(reason=f"{reason} To fix it, {NO_MODEL_HINT}")
     return Team(
+        chat_model,
         checkpointer=False,
-        home=env.get(HOME_ENV, DEFAULT_HOME),
-        policy=policy_from_env(env),
+        home=home,
+        policy=Policy.model_validate_json(policy),
     )
 
 
-team = build_team()
-graph = team.compile()
+@functools.lru_cache(maxsize=32)
+def _compiled(model: str, policy: str, home: str) -> CompiledStateGraph:
+    # NOTE: compiling builds every role subgraph; the server asks for the graph on
+    # every run and every thread read, so each configuration is compiled once.
+    graph = build_team(model, policy, home).compile()
+    # Studio's assistant form and the API's config/context schemas come from here.
+    graph.context_schema = TeamSettings  # type: ignore[assignment]  # the graph itself reads no context
+    return graph
+
+
+async def make_graph(config: RunnableConfig, runtime: ServerRuntime) -> CompiledStateGraph:
+    """The team graph for one assistant or run (the factory ``langgraph.json`` names).
+
+    Args:
+        config: The assistant's (and run's) config; see ``TeamSettings``.
+        runtime: The server's runtime; a run's ``context`` is read from it.
+
+    Returns:
+        The compiled team, shared by every call with the same settings.
+    """
+    execution = runtime.execution_runtime if runtime is not None else None
+    context = getattr(execution, "context", None) if execution is not None else None
+    settings = settings_of(config, context if isinstance(context, Mapping) else None)
+    # NOTE: a first compile reads role files; the server's event loop must not block on it.
+    return await asyncio.to_thread(_compiled, *settings)
+
+
+graph = _compiled(*settings_of())
+"""The team configured from the environment alone (for ``from teamgraph.studio import graph``)."""

@@ -11,7 +11,7 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.graph.state import CompiledStateGraph
 
-from teamgraph.checkpoints import DB_FILE, open_sqlite_saver
+from teamgraph.checkpoints import DB_FILE, open_checkpointer
 from teamgraph.graph.build import build_team_graph
 from teamgraph.policy import Policy
 from teamgraph.runtime import Clock, ModelSpec, SystemClock, TeamRuntime
@@ -52,8 +52,10 @@ class Team:
             roles_dir: A folder of extra role files; built-in roles are always there.
             policy: Limits and who decides what.
             home: The data folder: SQLite file, custom roles, project files.
-            checkpointer: None for SQLite in ``home``; False for none (``langgraph
-                dev`` brings its own); or any LangGraph checkpointer.
+            checkpointer: None for ``$TEAMGRAPH_DB`` if set, else SQLite in ``home``;
+                a database URL (``postgresql://…``, needs the ``postgres`` extra) or
+                SQLite path; False for none (``langgraph dev`` brings its own); or any
+                LangGraph checkpointer.
             clock: Where time is read (tests pass their own).
             tools: Your own tools: a list every member gets, or a mapping from
                 role id to tools (the key ``"*"`` meaning every member).
@@ -93,8 +95,9 @@ class Team:
 
     def compile(self) -> CompiledStateGraph:
         """Compile the team graph (roles known now become nodes)."""
-        if self._checkpointer is None:
-            self._checkpointer = open_sqlite_saver(self.db_path)
+        if self._checkpointer is None or isinstance(self._checkpointer, (str, Path)):
+            db = None if self._checkpointer is None else self._checkpointer
+            self._checkpointer = open_checkpointer(db, home=self.home)
         saver = None if self._checkpointer is False else self._checkpointer
         self._graph = build_team_graph(self.runtime, checkpointer=saver)
         return self._graph

@@ -126,7 +126,7 @@ def test_demo_runs_the_scripted_team_and_says_who_did_what(
 
     # The leader created three members, two of one role.
     for member in ("UI Operator_1", "UI Operator_2", "Full-Stack Engineer_1"):
-        assert re.search(rf"^\s+{member}\s+(ui-operator|full-stack-engineer)\s+idle", out, re.M), member
+        assert re.search(rf"^\s*{member}\s+(ui-operator|full-stack-engineer)\s+idle", out, re.M), member
     # A member asked the leader, who answered; a member asked a peer, who answered.
     assert re.search(r"ask_2\s+ask\s+Full-Stack Engineer_1 → Team Leader\s+answered", out)
     assert "Use JWT access tokens" in out
@@ -278,7 +278,7 @@ def test_roles_lists_every_role(tmp_path: Path) -> None:
     result = invoke("roles", "--home", str(tmp_path / "h"))
     assert result.exit_code == 0, result.output
     for role_id in ("team-leader", "ui-operator", "full-stack-engineer", "researcher"):
-        assert re.search(rf"^\s+{role_id}\s", result.stdout, re.M), role_id
+        assert re.search(rf"^\s*{role_id}\s", result.stdout, re.M), role_id
     assert re.search(r"team-leader\s+Team Leader\s+L1\s+leader", result.stdout)
 
 
@@ -359,7 +359,11 @@ def test_a_pause_without_a_terminal_fails_clearly_then_resume_answers_it(tmp_pat
     third = invoke("resume", "run-1", "--home", home, "--answer", "ask_2=French")
     assert third.exit_code == 0, third.output
     assert "Done: hello.py greets the user." in third.stdout
-    assert re.search(r"ask_2\s+ask\s+Full-Stack Engineer_1 → you\s+answered\s+Greet in English or French\?\s+The user answered: French", third.stdout)
+    assert re.search(
+        r"ask_2\s+ask\s+Full-Stack Engineer_1 → you\s+answered\s+"
+        r"Greet in English or French\? · The user answered: French",
+        third.stdout,
+    )
 
     done = invoke("resume", "run-1", "--home", home)
     assert done.exit_code == 0, done.output
@@ -429,3 +433,4 @@ def test_a_pause_answered_at_a_real_terminal(tmp_path: Path) -> None:
         child.close()
     assert child.exitstatus == 0
     assert (tmp_path / ".teamgraph" / "project" / "hello.py").is_file()
+

@@ -490,20 +490,47 @@ def test_missing_environment_explains_every_way_to_configure(env):
 
 
 def test_role_model_overrides_the_model_name(env):
+    from langchain_anthropic import ChatAnthropic
+
     env.setenv("OPENAI_API_KEY", "sk-test")
+    env.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
 
     assert resolve_model("openai:gpt-4o-mini", role_model="qwen3-max").model_name == "qwen3-max"
     assert resolve_model("openai:gpt-4o-mini", role_model="openai:gpt-4o").model_name == "gpt-4o"
     assert resolve_model("openai:gpt-4o-mini", role_model="inherit").model_name == "gpt-4o-mini"
     assert resolve_model("openai:gpt-4o-mini", role_model=None).model_name == "gpt-4o-mini"
-    with pytest.raises(ValueError, match="provider 'anthropic'"):
-        resolve_model("openai:gpt-4o-mini", role_model="anthropic:claude")
+    other = resolve_model("openai:gpt-4o-mini", role_model="anthropic:claude-sonnet-4-5")
+    assert isinstance(other, ChatAnthropic) and other.model == "claude-sonnet-4-5"
+    with pytest.raises(ValueError, match="cannot name a script"):
+        resolve_model("openai:gpt-4o-mini", role_model="scripted:x.yaml")
 
 
-def test_a_chat_model_object_is_used_as_is(env):
+def test_a_scripted_model_object_plays_every_role(env):
     model = ScriptedChatModel({"*": ["hi"]})
 
     assert resolve_model(model, role_model="gpt-4o", thinking_mode="deep") is model
+
+
+def test_a_role_model_wins_over_a_team_model_object(env):
+    from langchain_anthropic import ChatAnthropic
+    from langchain_openai import ChatOpenAI
+
+    env.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    team_model = ChatOpenAI(model="gpt-4o-mini", api_key="sk-x", base_url="http://127.0.0.1:9/v1")
+
+    assert resolve_model(team_model) is team_model
+    assert resolve_model(team_model, role_model="inherit") is team_model
+    renamed = resolve_model(team_model, role_model="gpt-4o")
+    # A bare name keeps the object's client settings and changes only the model.
+    assert isinstance(renamed, ChatOpenAI) and renamed.model_name == "gpt-4o"
+    assert renamed.openai_api_base == "http://127.0.0.1:9/v1" and team_model.model_name == "gpt-4o-mini"
+    assert isinstance(resolve_model(team_model, role_model="anthropic:claude-opus-4-1"), ChatAnthropic)
+
+
+def test_chat_openai_streams_token_usage(env):
+    env.setenv("OPENAI_API_KEY", "sk-test")
+
+    assert resolve_model("openai:gpt-4o-mini").stream_usage is True
 
 
 @pytest.mark.parametrize(
@@ -516,10 +543,66 @@ def test_deep_thinking_sets_reasoning_effort_on_reasoning_models(env, name, mode
     assert resolve_model(f"openai:{name}", thinking_mode=mode).reasoning_effort == effort
 
 
-@pytest.mark.parametrize("spec", ["gpt-4o", "anthropic:claude", "openai:", "scripted:"])
+def test_any_provider_through_init_chat_model(env):
+    from langchain_anthropic import ChatAnthropic
+    from langchain_ollama import ChatOllama
+
+    env.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+
+    claude = resolve_model("anthropic:claude-sonnet-4-5")
+    assert isinstance(claude, ChatAnthropic) and claude.model == "claude-sonnet-4-5"
+    assert claude.thinking is None
+    assert resolve_model("anthropic:claude-sonnet-4-5") is claude
+    assert isinstance(resolve_model("ollama:llama3.1"), ChatOllama)
+
+
+def test_deep_thinking_per_provider(env):
+    env.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+
+    deep = resolve_model("anthropic:claude-sonnet-4-5", thinking_mode="deep")
+    assert deep.thinking == {"type": "enabled", "budget_tokens": 8192}
+    assert deep.max_tokens > deep.thinking["budget_tokens"]
+    # Claude 3.5 has no extended thinking: the prompt asks instead.
+    assert resolve_model("anthropic:claude-3-5-haiku-latest", thinking_mode="deep").thinking is None
+    assert resolve_model("ollama:qwen3", thinking_mode="deep").reasoning is True
+    assert resolve_model("ollama:qwen3", thinking_mode="fast").reasoning is None
+
+
+def test_a_missing_provider_package_is_named(env):
+    from teamgraph.models import ModelPackageMissingError
+
+    try:
+        import langchain_mistralai  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("langchain-mistralai is installed here; the missing-package path cannot be shown with it")
+
+    with pytest.raises(ModelPackageMissingError, match="needs the package langchain-mistralai") as info:
+        resolve_model("mistralai:mistral-large-latest")
+    assert info.value.package == "langchain-mistralai"
+    assert isinstance(info.value, ImportError)
+
+
+@pytest.mark.parametrize("spec", ["gpt-4o", "nosuchprovider:model", "openai:", "scripted:", ":gpt-4o"])
 def test_unknown_spec_lists_the_accepted_forms(env, spec):
-    with pytest.raises(ValueError, match="openai:<model>.*scripted:<path.yaml>"):
+    with pytest.raises(ValueError, match="openai:<model>.*scripted:<path.yaml>.*<provider>:<model>"):
         resolve_model(spec)
+
+
+def test_a_team_from_an_anthropic_spec(env, tmp_path):
+    from langchain_anthropic import ChatAnthropic
+
+    from teamgraph import Team
+
+    env.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    team = Team(model="anthropic:claude-sonnet-4-5", home=tmp_path, checkpointer=False)
+    team.compile()
+
+    leader = team.runtime.model_for(team.roles["team-leader"])
+    member = team.runtime.model_for(team.roles["ui-operator"])
+    assert isinstance(leader, ChatAnthropic) and isinstance(member, ChatAnthropic)
+    assert leader.thinking is not None and member.thinking is None  # the leader's role thinks deep
 
 
 def test_resolve_model_returns_chat_models(env, tmp_path):

@@ -2,11 +2,13 @@
 
 Notebooks run offline (ScriptedChatModel, temporary home folders), each in its own
 kernel with a temporary working directory; a cell that raises fails the test.
-New notebooks are picked up automatically. Notebooks are stored without outputs.
+New notebooks are picked up automatically. Notebooks are stored *with* their outputs
+(so they read well where they are browsed), refreshed by ``python notebooks/refresh.py``.
 """
 
 from __future__ import annotations
 
+import base64
 import os
 import subprocess
 import sys
@@ -54,13 +56,41 @@ def test_notebooks_exist() -> None:
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
-def test_notebook_is_stored_without_outputs(path: Path) -> None:
+def test_notebook_is_stored_with_its_outputs(path: Path) -> None:
     book = nbformat.read(path, as_version=4)
-    dirty = [
-        i for i, cell in enumerate(book.cells)
-        if cell.cell_type == "code" and (cell.outputs or cell.execution_count is not None)
+    code = [cell for cell in book.cells if cell.cell_type == "code"]
+    counts = [cell.execution_count for cell in code]
+    assert counts == list(range(1, len(code) + 1)), (
+        f"{path.name}: cells not run top to bottom in one go ({counts}); refresh with: python notebooks/refresh.py"
+    )
+    assert any(cell.outputs for cell in code), f"{path.name} has no outputs; run python notebooks/refresh.py"
+    errors = [out for cell in code for out in cell.outputs if out.get("output_type") == "error"]
+    assert not errors, f"{path.name} was saved with an error: {errors}"
+
+
+def test_the_quickstart_shows_the_team_graph_as_a_picture() -> None:
+    book = nbformat.read(NOTEBOOKS_DIR / "01_quickstart.ipynb", as_version=4)
+    images = [
+        base64.b64decode(out["data"]["image/png"])
+        for cell in book.cells if cell.cell_type == "code"
+        for out in cell.outputs if "image/png" in out.get("data", {})
     ]
-    assert not dirty, f"{path.name}: cells {dirty} have outputs; clear them before committing"
+    assert len(images) == 1
+    assert images[0].startswith(b"\x89PNG") and len(images[0]) > 20_000
+
+
+def test_draw_png_draws_the_team_offline(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from teamgraph import ScriptedChatModel, Team
+    from teamgraph.drawing import draw_png, graph_layers
+
+    graph = Team(model=ScriptedChatModel({}), home=tmp_path, checkpointer=False).compile()
+    png = draw_png(graph, tmp_path / "team.png")
+    assert png.startswith(b"\x89PNG") and (tmp_path / "team.png").read_bytes() == png
+    layers = graph_layers(list(graph.get_graph().nodes), [(e.source, e.target) for e in graph.get_graph().edges])
+    assert layers[0] == ["__start__"] and layers[1] == ["router"] and layers[-1] == ["__end__"]
+    assert {"leader", "ui-operator", "member", "human"} <= set(layers[2])
+    assert draw_png(graph, xray=True).startswith(b"\x89PNG")
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])

@@ -236,7 +236,12 @@ def test_langgraph_json_is_valid() -> None:
     from langgraph_cli.config import validate_config_file
 
     config = validate_config_file(CONFIG)
-    assert config["graphs"][GRAPH_ID] == "./teamgraph/studio.py:graph"
+    assert config["graphs"][GRAPH_ID] == "./teamgraph/studio.py:make_graph"
+    assert config["env"] == ".env"
+    example = (REPO / ".env.example").read_text(encoding="utf-8")
+    assert "TEAMGRAPH_MODEL=" in example and "TEAMGRAPH_HOME=" in example
+    ignored = (REPO / ".dockerignore").read_text(encoding="utf-8").split()
+    assert {".venv/", ".teamgraph/", ".env", ".git/"} <= set(ignored)
 
 
 def test_policy_from_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -334,7 +339,9 @@ def test_a_pause_for_a_person_is_answered_through_the_api(langgraph_dev: Callabl
     assert state["values"]["requests"]["plan_1"]["status"] == "pending"
 
     # A refused value changes nothing: the run pauses again and says why.
-    client.runs.wait(thread["thread_id"], GRAPH_ID, command={"resume": {"plan_9": {"approve": True}}}, raise_error=False)
+    client.runs.wait(
+        thread["thread_id"], GRAPH_ID, command={"resume": {"plan_9": {"approve": True}}}, raise_error=False
+    )
     state = client.threads.get_state(thread["thread_id"])
     value = [i for task in state["tasks"] for i in task.get("interrupts", [])][0]["value"]
     assert "unknown request id 'plan_9'" in value["error"]
@@ -350,3 +357,88 @@ def test_a_pause_for_a_person_is_answered_through_the_api(langgraph_dev: Callabl
     assert values["requests"]["plan_1"]["status"] == "approved"
     assert values["agents"]["Researcher_1"]["status"] == "idle"
     assert values["messages"][-1]["content"].startswith("Recommendation (from Researcher_1)")
+
+
+# --- per-assistant configuration, schemas, no model -----------------------------
+
+
+@pytest.fixture(scope="module")
+def unconfigured_server(langgraph_dev: Callable[..., DevServer]) -> DevServer:
+    """A server whose environment names no model: assistants must bring their own."""
+    return langgraph_dev(TEAMGRAPH_MODEL="")
+
+
+def _interrupts(state: dict[str, Any]) -> list[dict[str, Any]]:
+    return [i for task in state["tasks"] for i in task.get("interrupts", [])]
+
+
+def test_schemas_are_real_through_the_api(unconfigured_server: DevServer) -> None:
+    client = get_sync_client(url=unconfigured_server.url)
+    schemas = client.assistants.get_schemas(_assistant_id(client))
+
+    assert schemas["input_schema"] is not None and "messages" in schemas["input_schema"]["properties"]
+    assert schemas["output_schema"] is not None
+    assert {"messages", "agents", "histories", "requests"} <= set(schemas["output_schema"]["properties"])
+    for kind in ("config_schema", "context_schema"):
+        assert {"model", "policy", "home"} <= set(schemas[kind]["properties"]), schemas[kind]
+    assert "typing_extensions.TypedDict" not in unconfigured_server.log.read_text(encoding="utf-8")
+
+
+def test_without_a_model_the_graph_loads_and_a_run_fails_in_one_line(unconfigured_server: DevServer) -> None:
+    client = get_sync_client(url=unconfigured_server.url)
+    thread = client.threads.create()
+
+    output = client.runs.wait(
+        thread["thread_id"], GRAPH_ID, input={"messages": [{"role": "user", "content": TASK}]}, raise_error=False
+    )
+
+    assert isinstance(output, dict) and "__error__" in output, output
+    error = output["__error__"]
+    assert error["error"] == "ModelNotConfiguredError", error
+    assert "\n" not in error["message"].strip() and "TEAMGRAPH_MODEL" in error["message"], error
+
+
+def test_two_assistants_with_different_policies_both_run(unconfigured_server: DevServer, tmp_path: Path) -> None:
+    client = get_sync_client(url=unconfigured_server.url)
+    model = f"scripted:{APPROVAL_SCRIPT}"
+    careful = client.assistants.create(
+        GRAPH_ID, name="careful", config={"configurable": {
+            "model": model, "policy": {"plan": "human", "require_plan": True}, "home": str(tmp_path / "careful"),
+        }},
+    )
+    trusting = client.assistants.create(
+        GRAPH_ID, name="trusting", config={"configurable": {
+            "model": model, "policy": {"plan": "leader", "require_plan": True}, "home": str(tmp_path / "trusting"),
+        }},
+    )
+    ask = {"messages": [{"role": "user", "content": "Cookies or JWT for our login?"}]}
+    states = {}
+    for assistant in (careful, trusting):
+        thread = client.threads.create()
+        output = client.runs.wait(thread["thread_id"], assistant["assistant_id"], input=ask, raise_error=False)
+        assert not (isinstance(output, dict) and "__error__" in output), (output, unconfigured_server.log_tail())
+        states[assistant["name"]] = client.threads.get_state(thread["thread_id"])
+
+    # The careful assistant pauses for a person on the plan; the trusting one's leader decides.
+    careful_state, trusting_state = states["careful"], states["trusting"]
+    assert [set(i["value"]["requests"]) for i in _interrupts(careful_state)] == [{"plan_1"}]
+    assert careful_state["values"]["requests"]["plan_1"]["status"] == "pending"
+    assert not _interrupts(trusting_state)
+    assert trusting_state["values"]["requests"]["plan_1"]["status"] == "approved"
+    assert trusting_state["values"]["agents"]["Researcher_1"]["status"] == "idle"
+    assert trusting_state["values"]["messages"][-1]["content"].startswith("Recommendation (from Researcher_1)")
+
+
+def test_a_run_context_sets_the_model(unconfigured_server: DevServer) -> None:
+    client = get_sync_client(url=unconfigured_server.url)
+    thread = client.threads.create()
+
+    output = client.runs.wait(
+        thread["thread_id"], GRAPH_ID, input={"messages": [{"role": "user", "content": TASK}]},
+        context={"model": f"scripted:{DEMO}"}, raise_error=False,
+    )
+
+    assert not (isinstance(output, dict) and "__error__" in output), (output, unconfigured_server.log_tail())
+    values = client.threads.get_state(thread["thread_id"])["values"]
+    assert MEMBERS <= set(values["agents"])
+    assert values["messages"][-1]["content"].startswith("The login feature is built.")

@@ -12,10 +12,11 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-from scripting import call, act
-
+from pg_fixtures import postgres_server, postgres_url  # noqa: F401
+from scripting import act, call
 
 LEADER = "Team Leader"
 
@@ -117,7 +118,21 @@ def _snapshot(run) -> dict:
     }
 
 
-def test_a_new_process_resumes_a_crashed_run_and_continues_the_thread(make_team, tmp_path):
+@pytest.fixture(params=["sqlite", "postgres"])
+def database(request, monkeypatch) -> str:
+    """Where the team saves its threads: SQLite in its home, or a fresh database on a real PostgreSQL.
+
+    ``Team()`` without a checkpointer uses ``$TEAMGRAPH_DB`` when set, so both this
+    process and the ones it starts (which inherit the environment) use the database.
+    """
+    if request.param == "sqlite":
+        monkeypatch.delenv("TEAMGRAPH_DB", raising=False)
+        return "sqlite"
+    monkeypatch.setenv("TEAMGRAPH_DB", request.getfixturevalue("postgres_url"))
+    return "postgres"
+
+
+def test_a_new_process_resumes_a_crashed_run_and_continues_the_thread(make_team, tmp_path, database):
     module_path = tmp_path / "login_team.py"
     module_path.write_text(TEAM_MODULE, encoding="utf-8")
     home = tmp_path / "home"
@@ -130,6 +145,8 @@ def test_a_new_process_resumes_a_crashed_run_and_continues_the_thread(make_team,
 
     # Process 2 (this one) opens a new Team over the same home and thread.
     run = make_team(_load_module(module_path).SCRIPT, home=home, thread="login")
+    assert type(run.graph.checkpointer).__name__ == ("PostgresSaver" if database == "postgres" else "SqliteSaver")
+    assert (home / "teamgraph.sqlite").exists() == (database == "sqlite")
     before = _snapshot(run)
 
     # It finds every member, status, open question and history.
@@ -259,7 +276,8 @@ def _analyst_leader(messages):
         )
     since = [str(m.content) for m in messages if isinstance(m, HumanMessage)]
     since = "\n".join(since[since.index("Analyse Q2"):]) if "Analyse Q2" in since else ""
-    if isinstance(last, HumanMessage) and "Result from Data Analyst_1" in since and "Result from Data Analyst_2" in since:
+    both = "Result from Data Analyst_1" in since and "Result from Data Analyst_2" in since
+    if isinstance(last, HumanMessage) and both:
         return "Q2 done."
     return ""
 

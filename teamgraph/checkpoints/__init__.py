@@ -1,5 +1,22 @@
-"""Checkpoint storage: the SQLite saver in the team's home folder."""
+"""Checkpoint storage: the SQLite saver in the team's home folder, or PostgreSQL by URL."""
 
 from teamgraph.checkpoints.saver import DB_FILE, open_sqlite_saver
+from teamgraph.checkpoints.store import (
+    DB_ENV,
+    close_checkpointer,
+    describe_db,
+    is_postgres_url,
+    open_checkpointer,
+    thread_ids,
+)
 
-__all__ = ["DB_FILE", "open_sqlite_saver"]
+__all__ = [
+    "DB_ENV",
+    "DB_FILE",
+    "close_checkpointer",
+    "describe_db",
+    "is_postgres_url",
+    "open_checkpointer",
+    "open_sqlite_saver",
+    "thread_ids",
+]

@@ -34,7 +34,9 @@ def parse_answers(items: Iterable[str] | None) -> dict[str, str]:
         rid, sep, value = item.partition("=")
         rid = rid.strip()
         if not sep or not rid:
-            raise CLIError(f'--answer takes ID=VALUE, e.g. --answer ask_1="Use blue" or --answer plan_2=yes; got {item!r}.')
+            raise CLIError(
+                f'--answer takes ID=VALUE, e.g. --answer ask_1="Use blue" or --answer plan_2=yes; got {item!r}.'
+            )
         answers[rid] = value
     return answers
 

@@ -13,24 +13,32 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich import box
-from rich.table import Table
 from rich.text import Text
 
 from teamgraph import __version__
+from teamgraph.checkpoints.store import DB_ENV
 from teamgraph.cli.answers import parse_answers
 from teamgraph.cli.errors import EXIT_NO_MODEL, CLIError, friendly, settings
 from teamgraph.cli.history import print_history
 from teamgraph.cli.live import Session
-from teamgraph.cli.output import console, display_path
-from teamgraph.cli.teams import MODEL_ENV, make_policy, model_spec, reader_team
+from teamgraph.cli.output import Column, console, display_path, fit_table
+from teamgraph.cli.teams import (
+    MODEL_ENV,
+    make_policy,
+    model_spec,
+    on_chosen_db,
+    reader_team,
+)
 from teamgraph.cli.threads import (
-    db_path,
+    chosen_db,
+    is_unfinished,
+    list_threads,
     load_thread_settings,
+    new_thread_id,
     require_thread,
     save_thread_settings,
+    store_label,
     thread_config,
-    thread_ids,
     threads_table,
 )
 from teamgraph.team import DEFAULT_HOME
@@ -75,12 +83,14 @@ AnswerOption = Annotated[
         "--answer",
         "-a",
         metavar="ID=VALUE",
-        help='Answer a pause without asking: ID=VALUE, e.g. ask_1="Use blue", plan_2=yes, plan_2=no:"too big". Repeatable.',
+        help='Answer a pause without asking: ID=VALUE, e.g. ask_1="Use blue", plan_2=yes, plan_2=no:"too big". '
+        "Repeatable.",
     ),
 ]
 NoPlanOption = Annotated[
     bool,
-    typer.Option("--no-plan", help="Do not make the Team Leader get its plan approved by you first."),
+    # NOTE: an empty metavar: typer would otherwise show "<bool>", as if the flag took a value.
+    typer.Option("--no-plan", metavar="", help="Do not make the Team Leader get its plan approved by you first."),
 ]
 PolicyOption = Annotated[
     list[str] | None,
@@ -100,9 +110,21 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks instead of one-line errors.")] = False,
+    db: Annotated[
+        str | None,
+        typer.Option(
+            "--db",
+            metavar="URL",
+            help=f"Where threads are saved: postgresql://user:pw@host/db, or a SQLite file (default: ${DB_ENV}, "
+            "else <home>/teamgraph.sqlite).",
+        ),
+    ] = None,
+    debug: Annotated[
+        bool, typer.Option("--debug", metavar="", help="Show tracebacks instead of one-line errors.")
+    ] = False,
     version: Annotated[
-        bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit.")
+        bool,
+        typer.Option("--version", metavar="", callback=_version, is_eager=True, help="Show the version and exit."),
     ] = False,
 ) -> None:
     """teamgraph: durable LLM agent teams on LangGraph, checkpointed to SQLite.
@@ -111,6 +133,7 @@ def _root(
     [bold]teamgraph run "your task"[/bold] with TEAMGRAPH_MODEL=openai:<model> and OPENAI_API_KEY set.
     """
     settings["debug"] = debug or bool(os.environ.get("TEAMGRAPH_DEBUG"))
+    settings["db"] = db
 
 
 # --------------------------------------------------------------------------- running teams
@@ -125,7 +148,9 @@ def demo(
     answer: AnswerOption = None,
     latency: Annotated[
         float | None,
-        typer.Option("--latency", min=0.0, help="Seconds per scripted model call (default: 0.3 on a terminal, else 0)."),
+        typer.Option(
+            "--latency", min=0.0, help="Seconds per scripted model call (default: 0.3 on a terminal, else 0)."
+        ),
     ] = None,
 ) -> None:
     """Run the bundled scripted team offline: no model, no network.
@@ -134,13 +159,14 @@ def demo(
     Engineer) who work in parallel; one asks the leader a question, one asks a
     peer; the leader reports. Everything is checkpointed to SQLite in --home.
     """
-    from teamgraph.demo import DEMO_TASK, demo_team, new_thread_id
+    from teamgraph.demo import DEMO_TASK, demo_team
+    from teamgraph.demo.runner import DEMO_THREAD_PREFIX
 
     out = console()
     if latency is None:
         latency = 0.3 if out.is_terminal else 0.0
-    team = demo_team(home, roles_dir=roles_dir, latency=latency)
-    thread = thread or new_thread_id(team.db_path)
+    team = on_chosen_db(demo_team(home, roles_dir=roles_dir, latency=latency))
+    thread = thread or new_thread_id(home, DEMO_THREAD_PREFIX)
     out.print(Text.assemble(("Demo", "bold"), " · a scripted team (no LLM, offline) · thread ", (thread, "bold")))
     out.print(Text.assemble(("Task: ", "bold"), DEMO_TASK))
     session = Session(team, thread, home=home, answers=parse_answers(answer))
@@ -165,15 +191,14 @@ def run(
     answer: AnswerOption = None,
 ) -> None:
     """Run a team on TASK, with a live view; pauses ask you (or take --answer)."""
-    from teamgraph.demo.runner import new_thread_id
     from teamgraph.team import Team
 
     if not task.strip():
         raise CLIError('Give the team a task, e.g. teamgraph run "Build a login page".', EXIT_NO_MODEL)
     spec = model_spec(model)
     team_policy = make_policy(no_plan=no_plan, settings=policy)
-    team = Team(model=spec, roles_dir=roles_dir, policy=team_policy, home=home)
-    thread = thread or new_thread_id(team.db_path, prefix="run")
+    team = Team(model=spec, roles_dir=roles_dir, policy=team_policy, home=home, checkpointer=chosen_db())
+    thread = thread or new_thread_id(home, "run")
     session = Session(team, thread, home=home, answers=parse_answers(answer))
     paused = list(session.pending())
     if paused:
@@ -211,17 +236,19 @@ def resume(
     roles_dir = roles_dir or (Path(saved["roles_dir"]) if saved.get("roles_dir") else None)
     if model is None and saved.get("demo"):
         base = saved.get("policy") or demo_policy().model_dump(mode="json")
-        team = demo_team(home, roles_dir=roles_dir, policy=make_policy(base=base, no_plan=no_plan, settings=policy))
+        team = on_chosen_db(
+            demo_team(home, roles_dir=roles_dir, policy=make_policy(base=base, no_plan=no_plan, settings=policy))
+        )
         spec = "scripted demo"
     else:
         spec = model_spec(model or saved.get("model"))
         team_policy = make_policy(base=saved.get("policy"), no_plan=no_plan, settings=policy)
-        team = Team(model=spec, roles_dir=roles_dir, policy=team_policy, home=home)
+        team = Team(model=spec, roles_dir=roles_dir, policy=team_policy, home=home, checkpointer=chosen_db())
     session = Session(team, thread, home=home, answers=parse_answers(answer))
     out = session.out
-    if not session.pending() and not session.graph.get_state(session.config).next:
+    if not is_unfinished(session.graph.get_state(session.config)):
         out.print(
-            Text(f"Thread {thread} is not paused: nothing to resume. Give it a new task with "
+            Text(f"Thread {thread} is finished: nothing to resume. Give it a new task with "
                  f'teamgraph run --thread {thread} "..."', style="yellow"),
             soft_wrap=True,
         )
@@ -237,14 +264,13 @@ def resume(
 @app.command()
 @friendly
 def threads(home: HomeOption = Path(DEFAULT_HOME)) -> None:
-    """List the threads in the home folder's SQLite file, most recent first."""
-    db = db_path(home)
+    """List the threads in the home folder's SQLite file (or --db's database), most recent first."""
     out = console()
-    ids = thread_ids(db)
+    ids = list_threads(home)
     if not ids:
-        out.print(f"No threads yet in {display_path(db)}. Try `teamgraph demo`.", markup=False, soft_wrap=True)
+        out.print(f"No threads yet in {store_label(home)}. Try `teamgraph demo`.", markup=False, soft_wrap=True)
         return
-    out.print(threads_table(reader_team(home), ids))
+    out.print(threads_table(reader_team(home), ids, width=out.width))
 
 
 @app.command()
@@ -268,6 +294,16 @@ def history(
 
 
 # --------------------------------------------------------------------------- roles
+
+
+ROLE_COLUMNS = [
+    Column("id", style="bold"),
+    Column("name", optional=True),
+    Column("level", optional=True),
+    Column("tools", free=True, optional=True),
+    Column("description", free=True),
+    Column("source", optional=True),
+]
 
 
 def _load_roles(roles_dir: Path | None, home: Path) -> dict[str, Any]:
@@ -305,18 +341,13 @@ def roles_list(
     if ctx.invoked_subcommand is not None:
         return
     roles = _load_roles(roles_dir, home)
-    table = Table(box=box.SIMPLE_HEAD)
-    table.add_column("id", no_wrap=True, style="bold")
-    table.add_column("name", no_wrap=True)
-    table.add_column("level", no_wrap=True)
-    table.add_column("tools", no_wrap=True)
-    table.add_column("description")
-    table.add_column("source")
-    for role in roles.values():
-        source = role.source if role.source == "builtin" else display_path(Path(role.source))
-        table.add_row(role.id, role.name, role.level, ", ".join(role.tools), role.description, source)
+    rows = [
+        [role.id, role.name, role.level, ", ".join(role.tools), role.description,
+         role.source if role.source == "builtin" else display_path(Path(role.source))]
+        for role in roles.values()
+    ]
     out = console()
-    out.print(table)
+    out.print(fit_table(ROLE_COLUMNS, rows, width=out.width))
     out.print("Show one: teamgraph roles show <id>", markup=False)
 
 

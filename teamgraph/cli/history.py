@@ -13,7 +13,8 @@ from rich.text import Text
 
 def print_history(out: Console, name: str, record: Mapping[str, Any], messages: list[Any]) -> None:
     """One agent's conversation under a rule naming it, its role and status."""
-    out.print(Rule(Text(f"{name} · {record.get('role', '?')} · {record.get('status', '?')} · {len(messages)} messages", style="bold"), align="left"))
+    title = f"{name} · {record.get('role', '?')} · {record.get('status', '?')} · {len(messages)} messages"
+    out.print(Rule(Text(title, style="bold"), align="left"))
     for message in messages:
         print_message(out, message)
     out.print()
@@ -38,6 +39,10 @@ def print_message(out: Console, message: Any) -> None:
         out.print(Text("  " + content.strip().replace("\n", "\n  ")), soft_wrap=True)
     for call in getattr(message, "tool_calls", None) or ():
         args = json.dumps(call.get("args", {}), ensure_ascii=False, default=str)
-        out.print(Text.assemble(("  → ", "bold"), (call.get("name", "?"), "bold"), f"({args})", (f"  id {call.get('id')}", "dim")), soft_wrap=True)
+        line = Text.assemble(
+            ("  → ", "bold"), (call.get("name", "?"), "bold"), f"({args})", (f"  id {call.get('id')}", "dim")
+        )
+        out.print(line, soft_wrap=True)
     for call in getattr(message, "invalid_tool_calls", None) or ():
-        out.print(Text(f"  → invalid tool call {call.get('name')}: {call.get('args')!r} ({call.get('error')})", style="red"), soft_wrap=True)
+        text = f"  → invalid tool call {call.get('name')}: {call.get('args')!r} ({call.get('error')})"
+        out.print(Text(text, style="red"), soft_wrap=True)

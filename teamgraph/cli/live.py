@@ -10,14 +10,14 @@ resumes, and ends with the summary.
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rich import box
-from rich.console import Group, RenderableType
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, RenderResult
 from rich.live import Live
-from rich.table import Table
 from rich.text import Text
 
 from teamgraph.cli.answers import Answerer
@@ -28,38 +28,125 @@ from teamgraph.cli.errors import (
     error_text,
     settings,
 )
-from teamgraph.cli.output import answer_text, clip, console, recipient, status_text
+from teamgraph.cli.output import (
+    Column,
+    answer_text,
+    clip,
+    console,
+    fit_table,
+    one_line,
+    recipient,
+    status_text,
+)
+from teamgraph.cli.stopping import GracefulStop, StopRequested
 from teamgraph.cli.summary import print_hints, print_summary
 from teamgraph.cli.threads import resume_command, thread_config
 from teamgraph.team import DEFAULT_HOME
 
 
+def _ai_messages(messages: Any) -> list[Any]:
+    return [m for m in messages or () if getattr(m, "type", "") == "ai"]
+
+
+def _tokens(message: Any) -> int:
+    usage = getattr(message, "usage_metadata", None) or {}
+    return int(usage.get("total_tokens") or 0)
+
+
+def _tool_names(message: Any) -> list[str]:
+    return [str(call.get("name")) for call in getattr(message, "tool_calls", None) or ()]
+
+
+AGENT_COLUMNS = [
+    Column("agent", style="bold"),
+    Column("role", optional=True),
+    Column("status"),
+    Column("calls", justify="right"),
+    Column("tokens", justify="right", optional=True),
+    Column("latest action", free=True),
+]
+BOARD_COLUMNS = [Column("task", style="bold"), Column("status"), Column("assignee"), Column("title", free=True)]
+
+
 class TeamView:
-    """What the terminal shows while a team runs: agents, their latest action, open requests."""
+    """What the terminal shows while a team runs: agents, their latest tools, tokens, board, requests."""
 
     def __init__(self, thread: str, values: Mapping[str, Any] | None = None) -> None:
         values = values or {}
         self.thread = thread
+        self.started = time.monotonic()
         self.agents: dict[str, dict[str, Any]] = {n: dict(r) for n, r in (values.get("agents") or {}).items()}
         self.requests: dict[str, dict[str, Any]] = dict(values.get("requests") or {})
+        team = values.get("team") or {}
         self.scheduled: list[str] = []
-        self.tick = (values.get("team") or {}).get("tick", 0)
+        self.tick = team.get("tick", 0)
+        self.board: list[dict[str, Any]] = [dict(t) for t in team.get("board") or ()]
         self.paused: dict[str, dict[str, Any]] = {}
+        self.stopping = False
+        self.tokens: dict[str, int] = {}
+        self.tools: dict[str, list[str]] = {}
+        for name, messages in (values.get("histories") or {}).items():
+            ais = _ai_messages(messages)
+            self.tokens[name] = sum(_tokens(m) for m in ais)
+            with_tools = [m for m in ais if _tool_names(m)]
+            if with_tools:
+                self.tools[name] = _tool_names(with_tools[-1])
+
+    @property
+    def elapsed(self) -> float:
+        """Seconds since the view started."""
+        return time.monotonic() - self.started
 
     def apply(self, node: str, update: Any) -> list[str]:
         """Take one streamed update; return plain event lines (for logs, not terminals)."""
-        events: list[str] = []
         if node == "__interrupt__":
-            for interrupt in update or ():
-                value = getattr(interrupt, "value", None)
-                if isinstance(value, Mapping):
-                    self.paused.update(value.get("requests") or {})
-            for rid, req in self.paused.items():
-                events.append(f"paused for a person: {rid} ({req.get('type', '?')} from {req.get('from', '?')})")
-            return events
+            return self._interrupted(update)
         if not isinstance(update, Mapping):
-            return events
-        for name, record in (update.get("agents") or {}).items():
+            return []
+        events: list[str] = []
+        if node not in ("router", "human"):
+            events.extend(self._steps(update.get("histories") or {}))
+        events.extend(self._agents(update.get("agents") or {}))
+        events.extend(self._requests(update.get("requests") or {}))
+        team = update.get("team")
+        if isinstance(team, Mapping):
+            self.scheduled = list(team.get("scheduled") or [])
+            self.tick = team.get("tick", self.tick)
+            if "board" in team:
+                self.board = [dict(t) for t in team.get("board") or ()]
+        return events
+
+    def _interrupted(self, update: Any) -> list[str]:
+        for interrupt in update or ():
+            value = getattr(interrupt, "value", None)
+            if isinstance(value, Mapping):
+                self.paused.update(value.get("requests") or {})
+        return [
+            f"paused for a person: {rid} ({req.get('type', '?')} from {req.get('from', '?')})"
+            for rid, req in self.paused.items()
+        ]
+
+    def _steps(self, histories: Mapping[str, Any]) -> list[str]:
+        """One line per agent step: who, the tools it called (or what it said), tokens."""
+        events = []
+        for name, messages in histories.items():
+            for ai in _ai_messages(messages):
+                tools = _tool_names(ai)
+                used = _tokens(ai)
+                self.tokens[name] = self.tokens.get(name, 0) + used
+                if tools:
+                    self.tools[name] = tools
+                    action = "called " + ", ".join(tools)
+                else:
+                    text = clip(ai.content if isinstance(ai.content, str) else answer_text(ai.content), 80)
+                    action = f"said: {text}" if text else "ended its turn"
+                tokens = f" · {used} tokens" if used else ""
+                events.append(f"[{self.elapsed:6.1f}s] {name}: {action}{tokens}")
+        return events
+
+    def _agents(self, agents: Mapping[str, Any]) -> list[str]:
+        events = []
+        for name, record in agents.items():
             old = self.agents.get(name)
             if old is None:
                 creator = record.get("created_by")
@@ -68,55 +155,65 @@ class TeamView:
             elif record.get("status") == "failed" and old.get("status") != "failed":
                 events.append(f"✗ {name} failed: {clip(record.get('last_action'))}")
             self.agents[name] = dict(record)
-        for rid, record in (update.get("requests") or {}).items():
+        return events
+
+    def _requests(self, requests: Mapping[str, Any]) -> list[str]:
+        events = []
+        for rid, record in requests.items():
             old = self.requests.get(rid)
             if old is None:
-                events.append(
-                    f"? {rid} {record.get('from')} → {recipient(record)}: {clip(record.get('body'), 100)}"
-                )
+                events.append(f"? {rid} {record.get('from')} → {recipient(record)}: {clip(record.get('body'), 100)}")
             if record.get("status") != "pending" and (old is None or old.get("status") == "pending"):
                 events.append(f"✓ {rid} {record.get('status')}: {clip(answer_text(record.get('answer')), 100)}")
             self.requests[rid] = dict(record)
-        team = update.get("team")
-        if isinstance(team, Mapping):
-            self.scheduled = list(team.get("scheduled") or [])
-            self.tick = team.get("tick", self.tick)
         return events
 
-    def __rich__(self) -> RenderableType:
-        table = Table(box=box.SIMPLE_HEAD, expand=False, title_justify="left")
-        table.add_column("agent", no_wrap=True, style="bold")
-        table.add_column("role", no_wrap=True)
-        table.add_column("status", no_wrap=True)
-        table.add_column("calls", justify="right")
-        table.add_column("tools", justify="right")
-        table.add_column("latest action", overflow="ellipsis", no_wrap=True, max_width=70)
-        for name, rec in self.agents.items():
-            mark = "▶ " if name in self.scheduled else "  "
-            action = clip(rec.get("last_action"), 70)
-            waits = [w for w in (rec.get("waits") or {}).values() if isinstance(w, Mapping)]
-            if waits:
-                on = ", ".join(f"{w.get('on')} ({w.get('request') or w.get('tool')})" for w in waits)
-                action = f"waits for {on} · {action}"
-            table.add_row(
-                mark + name,
+    def _action(self, name: str, record: Mapping[str, Any]) -> str:
+        action = one_line(record.get("last_action") or "")
+        tools = self.tools.get(name)
+        if tools:
+            action = f"{', '.join(tools)} · {action}" if action else ", ".join(tools)
+        waits = [w for w in (record.get("waits") or {}).values() if isinstance(w, Mapping)]
+        if waits:
+            on = ", ".join(f"{w.get('on')} ({w.get('request') or w.get('tool')})" for w in waits)
+            action = f"waits for {on} · {action}"
+        return action
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = options.max_width
+        total = sum(self.tokens.values())
+        head = Text.assemble(
+            ("teamgraph", "bold"), f" · thread {self.thread} · step {self.tick} · {self.elapsed:.0f}s",
+            f" · {total:,} tokens" if total else "",
+        )
+        if self.stopping:
+            head.append(" · stopping", style="yellow")
+        yield head
+        rows: list[list[str | Text]] = [
+            [
+                ("▶ " if name in self.scheduled else "  ") + name,
                 str(rec.get("role", "")),
                 status_text(rec.get("status", "")),
                 str(rec.get("steps", 0)),
-                str(rec.get("tool_calls", 0)),
-                action,
-            )
-        pending = [(rid, r) for rid, r in self.requests.items() if r.get("status") == "pending"]
-        parts: list[RenderableType] = [
-            Text.assemble(("teamgraph", "bold"), f" · thread {self.thread} · step {self.tick}"),
-            table,
+                f"{self.tokens.get(name, 0):,}",
+                self._action(name, rec),
+            ]
+            for name, rec in self.agents.items()
         ]
+        yield fit_table(AGENT_COLUMNS, rows, width=width)
+        if self.board:
+            board: list[list[str | Text]] = [
+                [str(t.get("id", "")), status_text(str(t.get("status", ""))), str(t.get("assignee") or "-"),
+                 str(t.get("title", ""))]
+                for t in self.board
+            ]
+            yield fit_table(BOARD_COLUMNS, board, width=width, title="Task board")
+        pending = [(rid, r) for rid, r in self.requests.items() if r.get("status") == "pending"]
         if pending:
-            lines = Text("Pending requests\n", style="bold yellow")
+            yield Text("Pending requests", style="bold yellow")
             for rid, r in pending:
-                lines.append(f"  {rid}  {r.get('from')} → {recipient(r)}: {clip(r.get('body'), 80)}\n")
-            parts.append(lines)
-        return Group(*parts)
+                prefix = f"  {rid}  {r.get('from')} → {recipient(r)}: "
+                yield Text(prefix + clip(r.get("body"), max(width - cell_len(prefix), 10)), no_wrap=True)
 
 
 class Session:
@@ -154,19 +251,22 @@ class Session:
 
     # -- streaming ------------------------------------------------------------
 
-    def drive(self, payload: Any) -> None:
-        """Stream ``payload`` (input, ``None`` or a ``Command``); answer pauses until the run ends."""
+    def _until_done(self, payload: Any) -> None:
         from langgraph.types import Command
 
+        while True:
+            if payload is not None or not self.pending():
+                self.stream(payload)
+            pending, error = self.pause()
+            if not pending:
+                return
+            payload = Command(resume=self.answerer.collect(pending, error))
+
+    def drive(self, payload: Any) -> None:
+        """Stream ``payload`` (input, ``None`` or a ``Command``); answer pauses until the run ends."""
         try:
-            while True:
-                if payload is not None or not self.pending():
-                    self.stream(payload)
-                pending, error = self.pause()
-                if not pending:
-                    break
-                payload = Command(resume=self.answerer.collect(pending, error))
-        except KeyboardInterrupt:
+            self._until_done(payload)
+        except (KeyboardInterrupt, StopRequested):
             if self.interactive:
                 self.out.print()  # end the prompt's line
             raise CLIError(
@@ -191,23 +291,42 @@ class Session:
         unused = self.answerer.unused()
         if unused:
             self.out.print(
-                Text(f"Note: --answer given for {', '.join(unused)}, but no pending request has that id.", style="yellow")
+                Text(
+                    f"Note: --answer given for {', '.join(unused)}, but no pending request has that id.",
+                    style="yellow",
+                )
             )
 
     def stream(self, payload: Any) -> None:
-        """Stream the graph once, into the live view (terminal) or as event lines (otherwise)."""
+        """Stream the graph once, into the live view (terminal) or one line per event (otherwise).
+
+        Ctrl-C stops it cleanly once the model calls in flight have finished (see ``GracefulStop``).
+        """
         view = TeamView(self.thread, self.values())
-        chunks = self.graph.stream(payload, self.config, stream_mode="updates")
-        if self.out.is_terminal:
-            with Live(view, console=self.out, refresh_per_second=8, transient=True):
-                for chunk in chunks:
+        chunks = self.graph.stream(payload, self.config, stream_mode=["updates", "tasks"])
+        with GracefulStop(self.out) as stop:
+            if self.out.is_terminal:
+                with Live(view, console=self.out, refresh_per_second=8, transient=True):
+                    self._consume(chunks, view, stop, echo=False)
+            else:
+                self._consume(chunks, view, stop, echo=True)
+
+    def _consume(self, chunks: Any, view: TeamView, stop: GracefulStop, *, echo: bool) -> None:
+        try:
+            for mode, chunk in chunks:
+                if mode == "tasks":
+                    stop.track(chunk)
+                else:
                     for node, update in chunk.items():
-                        view.apply(node, update)
-        else:
-            for chunk in chunks:
-                for node, update in chunk.items():
-                    for line in view.apply(node, update):
-                        self.out.print(line, markup=False, soft_wrap=True)
+                        for line in view.apply(node, update):
+                            if echo:
+                                self.out.print(line, markup=False, soft_wrap=True)
+                view.stopping = stop.requested
+                stop.check()
+        finally:
+            # NOTE: closing the stream here (no task in flight) leaves LangGraph's
+            # thread pool idle: every finished task's writes are saved.
+            chunks.close()
 
     def pause(self) -> tuple[dict[str, dict[str, Any]], str | None]:
         """The requests the thread is paused on, by id, and the last refused answer's error."""

@@ -12,14 +12,21 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from rich import box
 from rich.console import Console
 from rich.panel import Panel
-from rich.table import Table
 from rich.text import Text
 
-from teamgraph.cli.output import answer_text, clip, display_path, recipient, status_text
-from teamgraph.cli.threads import home_args, thread_config
+from teamgraph.checkpoints.store import POSTGRES_SCHEMES
+from teamgraph.cli.output import (
+    Column,
+    answer_text,
+    display_path,
+    fit_table,
+    one_line,
+    recipient,
+    status_text,
+)
+from teamgraph.cli.threads import db_args, home_args, store_label, thread_config
 
 
 def _files_written(histories: Mapping[str, list[Any]], project_dir: Path) -> list[tuple[Path, str]]:
@@ -52,6 +59,29 @@ def _final_answer(messages: list[Any]) -> str:
     return ""
 
 
+AGENT_COLUMNS = [
+    Column("agent", style="bold"),
+    Column("role", optional=True),
+    Column("status"),
+    Column("model calls", justify="right"),
+    Column("tool calls", justify="right", optional=True),
+    Column("last action", free=True),
+]
+REQUEST_COLUMNS = [
+    Column("id", style="bold"),
+    Column("kind", optional=True),
+    Column("from → to"),
+    Column("status"),
+    Column("question · answer", free=True),
+]
+
+
+def _question_and_answer(request: Mapping[str, Any]) -> str:
+    answer = answer_text(request.get("answer"))
+    body = one_line(str(request.get("body") or ""))
+    return f"{body} · {answer}" if answer else body
+
+
 def print_summary(out: Console, team: Any, graph: Any, thread: str) -> None:
     """The end of a run: the leader's report, who did what, requests, files, where the SQLite file is."""
     values = graph.get_state(thread_config(thread)).values or {}
@@ -64,55 +94,37 @@ def print_summary(out: Console, team: Any, graph: Any, thread: str) -> None:
     else:
         out.print(Text("The Team Leader has not reported yet.", style="yellow"))
 
-    table = Table(title="Who did what", title_justify="left", box=box.SIMPLE_HEAD, title_style="bold")
-    table.add_column("agent", no_wrap=True, style="bold")
-    table.add_column("role", no_wrap=True)
-    table.add_column("status", no_wrap=True)
-    table.add_column("model calls", justify="right")
-    table.add_column("tool calls", justify="right")
-    table.add_column("last action")
-    for name, rec in agents.items():
-        table.add_row(
-            name,
-            str(rec.get("role", "")),
-            status_text(rec.get("status", "")),
-            str(rec.get("steps", 0)),
-            str(rec.get("tool_calls", 0)),
-            clip(rec.get("last_action"), 100),
-        )
-    out.print(table)
+    rows = [
+        [name, str(rec.get("role", "")), status_text(rec.get("status", "")), str(rec.get("steps", 0)),
+         str(rec.get("tool_calls", 0)), str(rec.get("last_action") or "")]
+        for name, rec in agents.items()
+    ]
+    out.print(fit_table(AGENT_COLUMNS, rows, width=out.width, title="Who did what"))
 
     if requests:
-        rtable = Table(title="Requests", title_justify="left", box=box.SIMPLE_HEAD, title_style="bold")
-        rtable.add_column("id", no_wrap=True, style="bold")
-        rtable.add_column("kind", no_wrap=True)
-        rtable.add_column("from → to")
-        rtable.add_column("status", no_wrap=True)
-        rtable.add_column("question")
-        rtable.add_column("answer")
-        for rid, r in requests.items():
-            rtable.add_row(
-                rid,
-                str(r.get("kind", "")),
-                f"{r.get('from')} → {recipient(r)}",
-                status_text(r.get("status", "")),
-                clip(r.get("body"), 70),
-                clip(answer_text(r.get("answer")), 70),
-            )
-        out.print(rtable)
+        rrows = [
+            [rid, str(r.get("kind", "")), f"{r.get('from')} → {recipient(r)}", status_text(r.get("status", "")),
+             _question_and_answer(r)]
+            for rid, r in requests.items()
+        ]
+        out.print(fit_table(REQUEST_COLUMNS, rrows, width=out.width, title="Requests"))
 
     files = _files_written(values.get("histories") or {}, team.runtime.project_dir)
     if files:
         out.print(Text("Files written", style="bold"))
         for path, who in files:
             out.print(f"  {display_path(path)}  ({who})", markup=False, soft_wrap=True)
-    out.print(Text.assemble(("SQLite: ", "bold"), display_path(team.db_path), f"  (thread {thread})"), soft_wrap=True)
+    label = store_label(team.home)
+    kind = "PostgreSQL: " if label.startswith(POSTGRES_SCHEMES) else "SQLite: "
+    out.print(Text.assemble((kind, "bold"), label, f"  (thread {thread})"), soft_wrap=True)
 
 
-def print_hints(out: Console, thread: str, home: Path, agents: Iterable[str]) -> None:
+def print_hints(out: Console, thread: str, home: Path | str, agents: Iterable[str]) -> None:
     """The commands to look further: one member's history (else the thread's), the thread list."""
     home_flag = "".join(f" {arg}" for arg in home_args(home))
+    db = "".join(f" {arg}" for arg in db_args())
     members = [a for a in agents if a != "Team Leader"]
     out.print(Text("Next:", style="bold"))
-    out.print(f"  teamgraph history {shlex.quote(thread)}{home_flag}" + (f" --agent {shlex.quote(members[0])}" if members else ""), markup=False, soft_wrap=True)
-    out.print(f"  teamgraph threads{home_flag}", markup=False, soft_wrap=True)
+    agent = f" --agent {shlex.quote(members[0])}" if members else ""
+    out.print(f"  teamgraph{db} history {shlex.quote(thread)}{home_flag}{agent}", markup=False, soft_wrap=True)
+    out.print(f"  teamgraph{db} threads{home_flag}", markup=False, soft_wrap=True)

@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from teamgraph.cli.errors import EXIT_NO_MODEL, CLIError, error_text
+from teamgraph.cli.threads import chosen_db
 from teamgraph.models.factory import ENV_VAR as MODEL_ENV
 
 
@@ -66,4 +67,12 @@ def reader_team(home: Path, roles_dir: Path | None = None):
     from teamgraph.models import ScriptedChatModel
     from teamgraph.team import Team
 
-    return Team(model=ScriptedChatModel({}), home=home, roles_dir=roles_dir)
+    return Team(model=ScriptedChatModel({}), home=home, roles_dir=roles_dir, checkpointer=chosen_db())
+
+
+def on_chosen_db(team: Any) -> Any:
+    """``team`` (not compiled yet) set to save its threads in ``--db``'s database, if one was given."""
+    db = chosen_db()
+    if db:
+        team._checkpointer = db  # noqa: SLF001 - Team reads it at compile time
+    return team

@@ -10,18 +10,18 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import sqlite3
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from teamgraph.cli.errors import CLIError
-from teamgraph.cli.output import clip, display_path
+from teamgraph.cli.errors import CLIError, settings
+from teamgraph.cli.output import Column, display_path, fit_table
 from teamgraph.team import DEFAULT_HOME
 
 SETTINGS_FILE = "cli-threads.json"
@@ -38,6 +38,47 @@ def db_path(home: Path) -> Path:
     from teamgraph.checkpoints import DB_FILE
 
     return Path(home) / DB_FILE
+
+
+def chosen_db() -> str | None:
+    """The database ``--db`` names (None: ``$TEAMGRAPH_DB``, else the home's SQLite file)."""
+    return settings.get("db") or None
+
+
+def store_label(home: Path) -> str:
+    """Where the threads are, for messages: the SQLite path, or the PostgreSQL URL without password."""
+    from teamgraph.checkpoints import describe_db, is_postgres_url
+
+    label = describe_db(chosen_db(), home)
+    return label if is_postgres_url(label) else display_path(Path(label))
+
+
+def list_threads(home: Path) -> list[str]:
+    """Thread ids in the team's database, most recently updated first (a missing SQLite file: none)."""
+    from teamgraph.checkpoints import (
+        close_checkpointer,
+        is_postgres_url,
+        open_checkpointer,
+    )
+    from teamgraph.checkpoints.store import resolve_db
+
+    db = resolve_db(chosen_db(), home)
+    if not is_postgres_url(db):
+        return thread_ids(Path(db))
+    saver = open_checkpointer(db, home=home)
+    try:
+        from teamgraph.checkpoints import thread_ids as saver_thread_ids
+
+        return saver_thread_ids(saver)
+    finally:
+        close_checkpointer(saver)
+
+
+def new_thread_id(home: Path, prefix: str) -> str:
+    """A thread id not used yet in the team's database: ``<prefix>-<n>``, n one more than the largest."""
+    pattern = re.compile(rf"^{re.escape(prefix)}-(\d+)$")
+    taken = [int(m.group(1)) for t in list_threads(home) if (m := pattern.match(t))]
+    return f"{prefix}-{max(taken, default=0) + 1}"
 
 
 def thread_ids(db: Path) -> list[str]:
@@ -58,50 +99,91 @@ def thread_ids(db: Path) -> list[str]:
 
 
 def require_thread(home: Path, thread: str) -> None:
-    """Fail with the known thread ids unless ``thread`` is in the home folder's SQLite file."""
-    db = db_path(home)
-    if not db.exists():
-        raise CLIError(f"No threads yet: {display_path(db)} does not exist. Try `teamgraph demo` first.")
-    known = thread_ids(db)
+    """Fail with the known thread ids unless ``thread`` is in the team's database."""
+    from teamgraph.checkpoints import is_postgres_url
+    from teamgraph.checkpoints.store import resolve_db
+
+    where = store_label(home)
+    if not is_postgres_url(resolve_db(chosen_db(), home)) and not db_path_of(home).exists():
+        raise CLIError(f"No threads yet: {where} does not exist. Try `teamgraph demo` first.")
+    known = list_threads(home)
     if thread not in known:
         listing = ", ".join(known[:20]) + (" …" if len(known) > 20 else "")
-        raise CLIError(f"No thread {thread!r} in {display_path(db)}. Threads: {listing or 'none'}.")
+        raise CLIError(f"No thread {thread!r} in {where}. Threads: {listing or 'none'}.")
 
 
-def threads_table(team: Any, ids: Iterable[str]) -> Table:
-    """The threads ``ids`` of ``team``: last update, agents, state (paused, interrupted, done), task.
+def db_path_of(home: Path) -> Path:
+    """The SQLite file the team uses (``--db``/``$TEAMGRAPH_DB`` naming a file, else the home's)."""
+    from teamgraph.checkpoints.store import resolve_db
+
+    return Path(resolve_db(chosen_db(), home))
+
+
+THREAD_COLUMNS = [
+    Column("thread", style="bold"),
+    Column("last update", optional=True),
+    Column("agents", justify="right", optional=True),
+    Column("state"),
+    Column("task", free=True),
+]
+_BUSY = frozenset({"running", "waiting"})
+
+
+def thread_state(snapshot: Any) -> Text:
+    """Where a thread is: failed, paused for you (or an agent), running (unfinished), or done.
+
+    A thread stopped with Ctrl-C (or a crash) is "running": its agents were mid-work, and
+    ``teamgraph resume`` continues it.
+    """
+    values = snapshot.values or {}
+    agents = values.get("agents") or {}
+    if any(getattr(task, "error", None) for task in snapshot.tasks or ()) or (
+        agents.get("Team Leader", {}).get("status") == "failed"
+    ):
+        return Text("failed", style="bold red")
+    if snapshot.interrupts:
+        ids = sorted(
+            rid for i in snapshot.interrupts if isinstance(i.value, dict) for rid in (i.value.get("requests") or {})
+        )
+        return Text(f"paused for you ({', '.join(ids)})" if ids else "paused for you", style="yellow")
+    if snapshot.next or snapshot.tasks:
+        return Text("running", style="green")
+    pending = [r for r in (values.get("requests") or {}).values() if r.get("status") == "pending"]
+    if pending:
+        whom = sorted({str(r.get("to")) for r in pending})
+        return Text(f"paused for {', '.join(whom)}", style="yellow")
+    if any(a.get("status") in _BUSY for a in agents.values()):
+        return Text("running", style="green")
+    return Text("done", style="green")
+
+
+def is_unfinished(snapshot: Any) -> bool:
+    """Whether ``teamgraph resume`` has something to continue: a pause, or tasks not yet applied."""
+    return bool(snapshot.interrupts or snapshot.next or snapshot.tasks)
+
+
+def threads_table(team: Any, ids: Iterable[str], *, width: int = 160) -> Table:
+    """The threads ``ids`` of ``team``: last update, agents, state, task; no wider than ``width``.
 
     NOTE: read through the graph, not the raw checkpoint: histories, requests and the
     registry are DeltaChannels, whose checkpoint blobs only point at earlier writes.
     """
     graph = team.graph
-    table = Table(title=f"Threads in {display_path(team.db_path)}", title_justify="left", box=box.SIMPLE_HEAD, title_style="bold")
-    table.add_column("thread", no_wrap=True, style="bold")
-    table.add_column("last update", no_wrap=True)
-    table.add_column("agents", justify="right")
-    table.add_column("state", no_wrap=True)
-    table.add_column("task")
+    rows: list[list[str | Text]] = []
     for thread in ids:
         snapshot = graph.get_state(thread_config(thread))
         if not snapshot.values:
             continue
-        agents = snapshot.values.get("agents") or {}
         messages = snapshot.values.get("messages") or []
         task = next((m.content for m in messages if getattr(m, "type", "") == "human"), "")
-        if snapshot.interrupts:
-            state = Text("paused", style="yellow")
-        elif snapshot.next:
-            state = Text("interrupted", style="magenta")
-        else:
-            state = Text("done", style="green")
-        table.add_row(
+        rows.append([
             thread,
             str(snapshot.created_at or "")[:19].replace("T", " "),
-            str(len(agents)),
-            state,
-            clip(task, 70),
-        )
-    return table
+            str(len(snapshot.values.get("agents") or {})),
+            thread_state(snapshot),
+            str(task),
+        ])
+    return fit_table(THREAD_COLUMNS, rows, width=width, title=f"Threads in {store_label(team.home)}")
 
 
 # --------------------------------------------------------------------------- cli-threads.json
@@ -145,6 +227,12 @@ def home_args(home: Path | str) -> list[str]:
     return [] if Path(home) == Path(DEFAULT_HOME) else ["--home", shlex.quote(str(home))]
 
 
+def db_args() -> list[str]:
+    """``--db <url>`` for a command line when ``--db`` was given (``$TEAMGRAPH_DB`` needs none)."""
+    db = chosen_db()
+    return ["--db", shlex.quote(str(db))] if db else []
+
+
 def resume_command(thread: str, home: Path | str = DEFAULT_HOME) -> str:
     """The command line that continues ``thread``."""
-    return " ".join(["teamgraph", "resume", shlex.quote(thread), *home_args(home)])
+    return " ".join(["teamgraph", *db_args(), "resume", shlex.quote(thread), *home_args(home)])

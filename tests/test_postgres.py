@@ -1,0 +1,128 @@
+"""PostgreSQL as the team's database: the same scenarios as SQLite, on a real server.
+
+The server comes from ``pg_fixtures`` (``$TEAMGRAPH_TEST_PG``, or a throwaway
+cluster); every test gets a fresh database. The persistence scenario itself is
+parametrized over both databases in test_team_persistence.py.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from pg_fixtures import postgres_server, postgres_url  # noqa: F401
+from test_collaboration import (
+    test_each_message_is_delivered_exactly_once_after_a_resume_in_a_new_process as exactly_once_scenario,
+)
+from typer.testing import CliRunner
+
+from teamgraph import ScriptedChatModel, Team
+from teamgraph.checkpoints import close_checkpointer, describe_db, open_checkpointer, thread_ids
+from teamgraph.cli import app
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def on_postgres(postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> str:  # noqa: F811
+    """``$TEAMGRAPH_DB`` set to a fresh database: every Team here and in child processes uses it."""
+    monkeypatch.setenv("TEAMGRAPH_DB", postgres_url)
+    return postgres_url
+
+
+@pytest.mark.parametrize("mode", ["crash", "pause"])
+def test_each_message_is_delivered_exactly_once_after_a_new_process_resumes(on_postgres, tmp_path, mode):
+    # The SQLite scenario of test_collaboration.py, unchanged, with the team's threads in PostgreSQL:
+    # process 1 crashes (or pauses for a person), process 2 resumes; every message arrives once.
+    exactly_once_scenario(tmp_path, mode)
+    assert not (tmp_path / "home" / "teamgraph.sqlite").exists()
+    saver = open_checkpointer(on_postgres, home=tmp_path)
+    try:
+        assert thread_ids(saver) == ["facts"]
+    finally:
+        close_checkpointer(saver)
+
+
+def test_team_takes_a_database_url(postgres_url, tmp_path):  # noqa: F811
+    script = {"Team Leader": ["Hello from PostgreSQL."]}
+    team = Team(model=ScriptedChatModel(script), home=tmp_path, checkpointer=postgres_url)
+    config = {"configurable": {"thread_id": "t1"}}
+    team.compile().invoke({"messages": [("user", "Hi")]}, config)
+
+    # A second team (another process would do the same) reads the thread back.
+    again = Team(model=ScriptedChatModel({}), home=tmp_path / "elsewhere", checkpointer=postgres_url)
+    assert [m.content for m in again.history(config, "Team Leader")][-1] == "Hello from PostgreSQL."
+    assert not (tmp_path / "teamgraph.sqlite").exists()
+
+
+def test_the_cli_runs_lists_reads_and_resumes_threads_in_postgres(postgres_url, tmp_path):  # noqa: F811
+    home = str(tmp_path / "home")
+    demo = runner.invoke(app, ["--db", postgres_url, "demo", "--home", home])
+    assert demo.exit_code == 0, demo.output
+    assert re.search(r"^PostgreSQL: postgresql://postgres@\S+\s+\(thread demo-1\)", demo.stdout, re.M), demo.stdout
+    assert not (Path(home) / "teamgraph.sqlite").exists()
+    # The next demo on the same database is demo-2: ids come from PostgreSQL.
+    assert runner.invoke(app, ["--db", postgres_url, "demo", "--home", home]).exit_code == 0
+
+    listed = runner.invoke(app, ["--db", postgres_url, "threads", "--home", home])
+    assert listed.exit_code == 0, listed.output
+    assert re.findall(r"^(demo-\d)\s.*\bdone\b", listed.stdout, re.M) == ["demo-2", "demo-1"], listed.stdout
+
+    history = runner.invoke(
+        app, ["--db", postgres_url, "history", "demo-1", "--agent", "UI Operator_1", "--home", home]
+    )
+    assert history.exit_code == 0, history.output
+    assert "UI Operator_1 · ui-operator · idle" in history.stdout
+
+    # TEAMGRAPH_DB works as --db does; an unknown thread lists the known ones.
+    missing = runner.invoke(app, ["history", "nope", "--home", home], env={"TEAMGRAPH_DB": postgres_url})
+    assert missing.exit_code == 1
+    assert "demo-2, demo-1" in missing.stderr
+
+    resumed = runner.invoke(app, ["--db", postgres_url, "resume", "demo-1", "--home", home])
+    assert resumed.exit_code == 0, resumed.output
+    assert "is finished: nothing to resume" in resumed.stdout
+
+
+def test_a_paused_cli_run_is_resumed_from_postgres(postgres_url, tmp_path):  # noqa: F811
+    import yaml
+
+    script = tmp_path / "plan.yaml"
+    script.write_text(yaml.safe_dump({
+        "Team Leader": [
+            {"tool_calls": [{"name": "propose_plan", "args": {
+                "summary": "Answer alone.", "steps": [{"title": "Answer", "role_id": "researcher"}],
+                "complexity": "simple"}}]},
+            "Answered: 42.",
+        ],
+    }), encoding="utf-8")
+    home = str(tmp_path / "home")
+    first = runner.invoke(app, ["--db", postgres_url, "run", "What is 6 x 7?", "--model", f"scripted:{script}",
+                                "--home", home])
+    assert first.exit_code == 3, first.output
+    assert f"teamgraph --db {postgres_url} resume run-1" in first.stderr
+
+    listed = runner.invoke(app, ["--db", postgres_url, "threads", "--home", home])
+    assert re.search(r"^run-1\s.*paused for you \(plan_1\)", listed.stdout, re.M), listed.stdout
+
+    second = runner.invoke(app, ["--db", postgres_url, "resume", "run-1", "--home", home, "--answer", "plan_1=yes"])
+    assert second.exit_code == 0, second.output
+    assert "Answered: 42." in second.stdout
+
+
+def test_database_urls_are_shown_without_their_password(tmp_path):
+    assert describe_db("postgresql://me:secret@db.example:5432/teams", tmp_path) == (
+        "postgresql://me:***@db.example:5432/teams"
+    )
+    assert describe_db(None, tmp_path) == str(tmp_path / "teamgraph.sqlite")
+    assert describe_db("sqlite:///x/y.sqlite", tmp_path) == "x/y.sqlite"
+
+
+def test_an_unreachable_server_is_one_clear_error(tmp_path):
+    pytest.importorskip("psycopg")
+    with pytest.raises(ValueError, match=r"Cannot connect to PostgreSQL at postgresql://u:\*\*\*@127\.0\.0\.1:9/x"):
+        open_checkpointer("postgresql://u:pw@127.0.0.1:9/x?connect_timeout=2", home=tmp_path)
+    result = runner.invoke(app, ["--db", "postgresql://u:pw@127.0.0.1:9/x?connect_timeout=2", "threads"])
+    assert result.exit_code == 1
+    assert result.stderr.startswith("Error: Cannot connect to PostgreSQL") and "pw" not in result.stderr

@@ -41,6 +41,15 @@ AGENT_KEY = "teamgraph_agent"
 """Metadata key naming the agent that calls the model."""
 ROLE_KEY = "teamgraph_role"
 """Metadata key naming that agent's role."""
+CALL_KEY = "teamgraph_call"
+"""Metadata key naming what a model call is for when it is not an agent's turn."""
+COMPACTION_CALL = "compaction"
+"""``CALL_KEY`` value of a call that writes a summary of an agent's older history."""
+COMPACTION_KEY = "teamgraph_compaction"
+"""``additional_kwargs`` key of compaction messages: ``number`` (1, 2, ...) and
+``ai_turns`` (the agent's AI turns that the summary replaces)."""
+COMPACTION_SUFFIX = "#compaction"
+"""Script key suffix: ``"UI Operator_1#compaction"`` lists that agent's summaries."""
 
 LEADER = "Team Leader"
 """The agent assumed when a call carries no `teamgraph_agent` metadata."""
@@ -74,6 +83,12 @@ class ScriptedChatModel(BaseChatModel):
       e.g. `"not json"`, to get an invalid call in both modes.);
     - an `AIMessage`, returned as a copy;
     - a callable receiving the input messages and returning one of the above.
+
+    Compaction calls (metadata ``teamgraph_call: "compaction"``) are answered
+    from the key ``"<agent>#compaction"`` (then ``"*#compaction"``): the n-th
+    compaction of an agent plays entry n. Without such a key a short default
+    summary is written. An agent's turn number counts the AI turns a summary
+    replaced, so a compacted conversation still plays the right turn.
 
     Example:
         ```python
@@ -221,7 +236,7 @@ class ScriptedChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        message = self._answer(messages, agent=_caller(run_manager, kwargs))
+        message = self._answer(messages, agent=_caller(run_manager, kwargs), call=_call_kind(run_manager, kwargs))
         time.sleep(self.latency)
         return ChatResult(generations=[ChatGeneration(message=message)])
 
@@ -232,7 +247,7 @@ class ScriptedChatModel(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        message = self._answer(messages, agent=_caller(run_manager, kwargs))
+        message = self._answer(messages, agent=_caller(run_manager, kwargs), call=_call_kind(run_manager, kwargs))
         await asyncio.sleep(self.latency)
         return ChatResult(generations=[ChatGeneration(message=message)])
 
@@ -244,7 +259,7 @@ class ScriptedChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
         # No `on_llm_new_token` here: langchain fires it for every chunk we yield.
-        message = self._answer(messages, agent=_caller(run_manager, kwargs))
+        message = self._answer(messages, agent=_caller(run_manager, kwargs), call=_call_kind(run_manager, kwargs))
         time.sleep(self.latency)
         yield from _chunks(message)
 
@@ -255,17 +270,18 @@ class ScriptedChatModel(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
-        message = self._answer(messages, agent=_caller(run_manager, kwargs))
+        message = self._answer(messages, agent=_caller(run_manager, kwargs), call=_call_kind(run_manager, kwargs))
         await asyncio.sleep(self.latency)
         for chunk in _chunks(message):
             yield chunk
 
-    def _answer(self, messages: list[BaseMessage], *, agent: str) -> AIMessage:
+    def _answer(self, messages: list[BaseMessage], *, agent: str, call: str | None = None) -> AIMessage:
         """Return the agent's next scripted message.
 
         Args:
             messages: The conversation sent to the model.
             agent: The display name of the calling agent.
+            call: ``"compaction"`` for a summary call, None for the agent's turn.
 
         Returns:
             The message of turn `n + 1`, `n` being the AI messages already sent.
@@ -274,6 +290,8 @@ class ScriptedChatModel(BaseChatModel):
             ScriptExhaustedError: The agent has no script or no such turn.
             TypeError: The turn is not one of the allowed kinds.
         """
+        if call == COMPACTION_CALL:
+            return self._summary(messages, agent=agent)
         key = agent if agent in self.script else ANY_AGENT
         if key not in self.script:
             scripted = ", ".join(self.script) or "none"
@@ -283,7 +301,7 @@ class ScriptedChatModel(BaseChatModel):
             )
         turns = self.script[key]
         # The conversation, not the model object, says how far the agent got.
-        index = sum(isinstance(m, AIMessage) for m in messages)
+        index = turns_taken(messages)
         if index >= len(turns):
             whose = "its script" if key == agent else f"its script, {ANY_AGENT!r},"
             raise ScriptExhaustedError(
@@ -291,6 +309,20 @@ class ScriptedChatModel(BaseChatModel):
                 f"has {_plural(len(turns), 'turn')}). Add turns to its script."
             )
         return _to_message(turns[index], messages=messages, agent=agent, number=index + 1)
+
+    def _summary(self, messages: list[BaseMessage], *, agent: str) -> AIMessage:
+        """Answer a compaction call: entry n of ``"<agent>#compaction"`` for the n-th compaction."""
+        number = max((int(r.get("number", 0)) for m in messages if (r := _compaction_of(m))), default=1)
+        key = next((k for k in (agent + COMPACTION_SUFFIX, ANY_AGENT + COMPACTION_SUFFIX) if k in self.script), None)
+        if key is None:
+            return AIMessage(content=default_summary(messages, number))
+        turns = self.script[key]
+        if number > len(turns):
+            raise ScriptExhaustedError(
+                f"ScriptedChatModel: agent {agent!r} has no compaction {number} ({key!r} has "
+                f"{_plural(len(turns), 'summary turn')}). Add summaries to {key!r} or remove it to get default ones."
+            )
+        return _to_message(turns[number - 1], messages=messages, agent=agent, number=number)
 
 
 # --- helpers ---------------------------------------------------------------
@@ -306,9 +338,7 @@ def _with_caller(config: RunnableConfig | None, kwargs: dict[str, Any]) -> dict[
     if isinstance(callbacks, BaseCallbackManager):
         metadata.update(callbacks.inheritable_metadata)
     metadata.update(config.get("metadata") or {})
-    if AGENT_KEY not in metadata:
-        return kwargs
-    return {**kwargs, AGENT_KEY: metadata[AGENT_KEY]}
+    return {**kwargs, **{key: metadata[key] for key in (AGENT_KEY, CALL_KEY) if key in metadata}}
 
 
 def _caller(
@@ -319,6 +349,49 @@ def _caller(
     if run_manager is not None and run_manager.metadata.get(AGENT_KEY):
         return str(run_manager.metadata[AGENT_KEY])
     return str(kwargs.get(AGENT_KEY) or LEADER)
+
+
+def _call_kind(
+    run_manager: CallbackManagerForLLMRun | AsyncCallbackManagerForLLMRun | None,
+    kwargs: dict[str, Any],
+) -> str | None:
+    """What the call is for (``"compaction"``), or None for an agent's turn."""
+    if run_manager is not None and run_manager.metadata.get(CALL_KEY):
+        return str(run_manager.metadata[CALL_KEY])
+    return kwargs.get(CALL_KEY)
+
+
+def _compaction_of(message: BaseMessage) -> dict[str, Any] | None:
+    """The compaction record a message carries, if any."""
+    record = message.additional_kwargs.get(COMPACTION_KEY)
+    return record if isinstance(record, dict) else None
+
+
+def turns_taken(messages: Sequence[BaseMessage]) -> int:
+    """The agent's AI turns in a conversation, counting those a summary replaced.
+
+    Args:
+        messages: The conversation sent to the model.
+
+    Returns:
+        How many turns the agent already played.
+    """
+    taken = 0
+    for m in messages:
+        record = _compaction_of(m)
+        if record is not None:
+            # A summary shown to the model stands for the turns it replaced; the
+            # summary kept in the history is not a turn.
+            taken += 0 if isinstance(m, AIMessage) else int(record.get("ai_turns", 0))
+        elif isinstance(m, AIMessage):
+            taken += 1
+    return taken
+
+
+def default_summary(messages: Sequence[BaseMessage], number: int) -> str:
+    """The summary written when a script has no compaction turns: deterministic and short."""
+    text = "\n".join(str(m.content) for m in messages[1:])
+    return f"Summary {number} of the earlier conversation ({len(text)} characters): {text[:300]}"
 
 
 def _to_message(

@@ -47,19 +47,27 @@ def make_file_tools(runtime: TeamRuntime) -> list[BaseTool]:
         return runtime.project_dir
 
     @tool
-    def read_file(path: str) -> str:
-        """Read a text file from the project folder.
+    def read_file(path: str, offset: int = 0, limit: int = MAX_READ_CHARS) -> str:
+        """Read a text file from the project folder, or a range of its characters.
 
         Args:
             path: Path relative to the project folder.
+            offset: The first character to read (0: the start); to read on after a cut.
+            limit: How many characters to read at most.
         """
         target = resolve_inside(root(), path)
         if not target.is_file():
             raise fail(f"No file '{path}' in the project folder. Use list_files to see what exists.")
+        if offset < 0 or limit < 1:
+            raise fail(f"offset must be >= 0 and limit >= 1 (got offset={offset}, limit={limit}).")
         text = target.read_text(encoding="utf-8", errors="replace")
-        if len(text) > MAX_READ_CHARS:
-            return text[:MAX_READ_CHARS] + f"\n[... truncated: {len(text)} characters in all]"
-        return text
+        end = offset + min(limit, MAX_READ_CHARS)
+        if end < len(text):
+            return text[offset:end] + (
+                f"\n[... truncated: {len(text)} characters in all; "
+                f"call read_file(path={path!r}, offset={end}) to read on]"
+            )
+        return text[offset:]
 
     @tool
     def write_file(path: str, content: str) -> str:

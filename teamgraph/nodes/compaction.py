@@ -359,6 +359,7 @@ def compact(
     )
     return AIMessage(
         content=answer.text,
+        id=answer.id or f"compaction-{number}-{keep_from}",
         additional_kwargs={COMPACTION_KEY: record},
         usage_metadata=getattr(answer, "usage_metadata", None),
     )

@@ -254,13 +254,17 @@ def model_view(history: Sequence[BaseMessage], *, budget: ContextBudget) -> list
 # --- compaction ------------------------------------------------------------------
 
 
-def choose_cut(entries: Sequence[tuple[int, BaseMessage]], tokens: Sequence[int], *, keep_tokens: int) -> int | None:
+def choose_cut(
+    entries: Sequence[tuple[int, BaseMessage]], tokens: Sequence[int], *, keep_tokens: int, halve: bool = False
+) -> int | None:
     """Where the verbatim part starts: a position in ``entries`` that splits no tool call from its result.
 
     Args:
         entries: The (history index, message) pairs the model sees verbatim now.
         tokens: The tokens of each entry.
         keep_tokens: Tokens the newest messages may take.
+        halve: Keep at most the newer half of the messages too (the provider refused
+            a call the counter said fits, so the counts are not to be trusted).
 
     Returns:
         The smallest safe position whose suffix fits ``keep_tokens`` (else the newest safe
@@ -275,6 +279,8 @@ def choose_cut(entries: Sequence[tuple[int, BaseMessage]], tokens: Sequence[int]
             open_calls |= {c["id"] for c in message.tool_calls} | {c["id"] for c in message.invalid_tool_calls if c["id"]}
         elif isinstance(message, ToolMessage):
             open_calls.discard(message.tool_call_id)
+    if halve:
+        safe = [p for p in safe if p >= len(entries) // 2] or safe[-1:]
     if not safe:
         return None
     suffix = [0] * (len(entries) + 1)
@@ -334,7 +340,7 @@ def compact(
     marker, entries = _view_entries(history, budget)
     tokens = [budget.counter([m]) for _, m in entries]
     keep = int(budget.window * KEEP_SHARE)
-    cut = choose_cut(entries, tokens, keep_tokens=min(keep, tokens_before // 4) if force else keep)
+    cut = choose_cut(entries, tokens, keep_tokens=min(keep, tokens_before // 4) if force else keep, halve=force)
     if cut is None:
         return None
     previous = compaction_of(marker) if marker is not None else None

@@ -6,6 +6,7 @@ a callback records every model call's messages, counted with the same counter.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -118,7 +119,7 @@ def test_a_member_making_500_tool_calls_never_sends_a_prompt_above_its_budget(tm
     records = [m.additional_kwargs[COMPACTION_KEY] for m in stored]
     assert len(stored) == len(summaries) >= 20
     assert [r["number"] for r in records] == list(range(1, len(records) + 1))
-    assert all(a["keep_from"] < b["keep_from"] for a, b in zip(records, records[1:]))
+    assert all(a["keep_from"] < b["keep_from"] for a, b in itertools.pairwise(records))
     assert {r["reason"] for r in records} == {"threshold"}
 
     # The full history is intact: every call and every result, in order, without the markers.
@@ -241,7 +242,7 @@ def test_a_5_mb_file_is_cut_for_the_model_with_a_note_that_read_file_follows(tmp
     full = [m for m in team.history(config, R1) if isinstance(m, ToolMessage)]
     assert full[0].content.startswith(text[:50_000]) and "offset=50000" in full[0].content
     assert full[1].content.startswith(text[4500:4526] + "\n[... truncated") and "offset=4526)" in full[1].content
-    seen = [m for m in calls.of(R1)[1] if isinstance(m, ToolMessage)][0]
+    seen = next(m for m in calls.of(R1)[1] if isinstance(m, ToolMessage))
     kept = len(seen.content.split("\n\n[teamgraph:")[0])
     assert count([seen]) <= WINDOW * 0.1 and f"offset={kept})" in seen.content and "read_file(path='data/big.txt'" in seen.content
 
@@ -298,7 +299,7 @@ def test_the_providers_context_length_error_compacts_and_retries_once(openai_ser
 
 def test_a_member_still_too_long_after_compaction_fails_and_the_leader_is_told(openai_server, tmp_path):
     @tool
-    def fetch_page(page: int) -> str:  # noqa: F811 - one page longer than the server's window
+    def fetch_page(page: int) -> str:
         """Fetch one page of the corpus.
 
         Args:
@@ -385,7 +386,7 @@ def test_a_kill_9_during_a_compaction_resumes_cleanly(tmp_path):
     module.write_text(CRASH_MODULE)
     home = str(tmp_path / "home")
     env = {**os.environ, "CRASH": "1", "PYTHONPATH": os.pathsep.join([str(Path.cwd()), os.environ.get("PYTHONPATH", "")])}
-    first = subprocess.run([sys.executable, str(module), home, "run"], capture_output=True, text=True, env=env, timeout=120)
+    first = subprocess.run([sys.executable, str(module), home, "run"], check=False, capture_output=True, text=True, env=env, timeout=120)
     assert first.returncode == -signal.SIGKILL, first.stderr[-3000:]
 
     sys.path.insert(0, str(tmp_path))
@@ -409,7 +410,7 @@ def test_a_kill_9_during_a_compaction_resumes_cleanly(tmp_path):
 
     # A new process rebuilds the same view of the model from the checkpoint.
     env["CRASH"] = "0"
-    other = subprocess.run([sys.executable, str(module), home, "view"], capture_output=True, text=True, env=env, timeout=120)
+    other = subprocess.run([sys.executable, str(module), home, "view"], check=False, capture_output=True, text=True, env=env, timeout=120)
     assert other.returncode == 0, other.stderr[-3000:]
     here = [[type(m).__name__, str(m.content)] for m in team.history(config, R1, view="model")]
     assert json.loads(other.stdout) == here

@@ -72,7 +72,7 @@ def build_role_subgraph(runtime: TeamRuntime, role: Role) -> CompiledStateGraph:
     gated = work_tool_names(runtime, role) if role.require_plan else set()
     model = runtime.model_for(role)
     bound = model.bind_tools(list(tools.values())) if tools else model
-    budget = context_budget(model=model, policy=runtime.policy, counter=runtime.token_counter, tools=list(tools.values()))
+    budget = context_budget(model=model, policy=runtime.policy, counter=runtime.token_counter, tools=[*tools.values()])
 
     def call_model(state: StepState, config: RunnableConfig) -> dict[str, Any]:
         messages, notices = state["messages"], []

@@ -16,19 +16,30 @@ from (the role subgraph today, a scheduler tomorrow).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
 from langchain_core.exceptions import ContextOverflowError
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
 from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.config import get_stream_writer
 from langgraph.constants import TAG_NOSTREAM
 
-from teamgraph.models.scripted import AGENT_KEY, CALL_KEY, COMPACTION_CALL, COMPACTION_KEY
+from teamgraph.models.scripted import (
+    AGENT_KEY,
+    CALL_KEY,
+    COMPACTION_CALL,
+    COMPACTION_KEY,
+)
 from teamgraph.policy import Policy
 
 DEFAULT_CONTEXT_TOKENS = 100_000
@@ -198,7 +209,7 @@ def _tail(history: Sequence[BaseMessage]) -> tuple[AIMessage | None, list[tuple[
     return marker, [(i, history[i]) for i in range(start, len(history)) if compaction_of(history[i]) is None]
 
 
-def truncate_tool_result(message: ToolMessage, *, budget: ContextBudget, call: dict[str, Any] | None) -> ToolMessage:
+def truncate_tool_result(message: ToolMessage, *, budget: ContextBudget, call: Mapping[str, Any] | None) -> ToolMessage:
     """``message`` as the model sees it: cut to the budget, with a note on how to read the rest.
 
     Args:
@@ -227,7 +238,9 @@ def truncate_tool_result(message: ToolMessage, *, budget: ContextBudget, call: d
     return message.model_copy(update={"content": text[:keep] + note})
 
 
-def _view_entries(history: Sequence[BaseMessage], budget: ContextBudget) -> tuple[AIMessage | None, list[tuple[int, BaseMessage]]]:
+def _view_entries(
+    history: Sequence[BaseMessage], budget: ContextBudget
+) -> tuple[AIMessage | None, list[tuple[int, BaseMessage]]]:
     marker, tail = _tail(history)
     calls = {c["id"]: c for _, m in tail if isinstance(m, AIMessage) for c in m.tool_calls}
     return marker, [
@@ -276,7 +289,8 @@ def choose_cut(
         if position and not open_calls and not isinstance(message, ToolMessage):
             safe.append(position)
         if isinstance(message, AIMessage):
-            open_calls |= {c["id"] for c in message.tool_calls} | {c["id"] for c in message.invalid_tool_calls if c["id"]}
+            calls = [*message.tool_calls, *message.invalid_tool_calls]
+            open_calls |= {c["id"] for c in calls if c["id"]}
         elif isinstance(message, ToolMessage):
             open_calls.discard(message.tool_call_id)
     if halve:
@@ -294,7 +308,9 @@ def transcript(messages: Sequence[BaseMessage]) -> str:
     lines = []
     for m in messages:
         if isinstance(m, AIMessage):
-            calls = "".join(f"\n[you called {c['name']}({json.dumps(c['args'], default=str)}) id={c['id']}]" for c in m.tool_calls)
+            calls = "".join(
+                f"\n[you called {c['name']}({json.dumps(c['args'], default=str)}) id={c['id']}]" for c in m.tool_calls
+            )
             lines.append(f"[you] {m.text}{calls}")
         elif isinstance(m, ToolMessage):
             lines.append(f"[result of {m.tool_call_id}{' (error)' if m.status == 'error' else ''}] {m.text}")

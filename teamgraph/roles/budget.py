@@ -41,7 +41,7 @@ def _members(agents: Mapping[str, Mapping[str, Any]]) -> dict[str, Mapping[str, 
 
 def tokens_used(messages: Sequence[BaseMessage], agents: Mapping[str, Mapping[str, Any]]) -> int:
     """Tokens the providers reported: the leader's own calls, plus members' ``tokens`` counters when recorded."""
-    own = sum((m.usage_metadata or {}).get("total_tokens", 0) for m in messages if isinstance(m, AIMessage))
+    own = sum(m.usage_metadata["total_tokens"] for m in messages if isinstance(m, AIMessage) and m.usage_metadata)
     return own + sum(int(r.get("tokens", 0)) for r in _members(agents).values())
 
 

@@ -32,6 +32,28 @@ def resolve_inside(root: Path, path: str) -> Path:
     return target
 
 
+def read_range(text: str, path: str, *, offset: int, limit: int) -> str:
+    """``limit`` characters of ``text`` from ``offset`` (at most ``MAX_READ_CHARS``), saying how to read on.
+
+    Args:
+        text: The file's text.
+        path: The path the caller gave (repeated in the note).
+        offset: The first character.
+        limit: How many characters.
+
+    Returns:
+        The range, with a note when the file goes on after it.
+    """
+    if offset < 0 or limit < 1:
+        raise fail(f"offset must be >= 0 and limit >= 1 (got offset={offset}, limit={limit}).")
+    end = offset + min(limit, MAX_READ_CHARS)
+    if end >= len(text):
+        return text[offset:]
+    return text[offset:end] + (
+        f"\n[... truncated: {len(text)} characters in all; call read_file(path={path!r}, offset={end}) to read on]"
+    )
+
+
 def make_file_tools(runtime: TeamRuntime) -> list[BaseTool]:
     """Build ``read_file``, ``write_file`` and ``list_files`` over the project folder.
 
@@ -58,16 +80,7 @@ def make_file_tools(runtime: TeamRuntime) -> list[BaseTool]:
         target = resolve_inside(root(), path)
         if not target.is_file():
             raise fail(f"No file '{path}' in the project folder. Use list_files to see what exists.")
-        if offset < 0 or limit < 1:
-            raise fail(f"offset must be >= 0 and limit >= 1 (got offset={offset}, limit={limit}).")
-        text = target.read_text(encoding="utf-8", errors="replace")
-        end = offset + min(limit, MAX_READ_CHARS)
-        if end < len(text):
-            return text[offset:end] + (
-                f"\n[... truncated: {len(text)} characters in all; "
-                f"call read_file(path={path!r}, offset={end}) to read on]"
-            )
-        return text[offset:]
+        return read_range(target.read_text(encoding="utf-8", errors="replace"), path, offset=offset, limit=limit)
 
     @tool
     def write_file(path: str, content: str) -> str:

@@ -13,7 +13,7 @@ from langgraph.graph.state import CompiledStateGraph
 
 from teamgraph.checkpoints import DB_FILE, open_sqlite_saver
 from teamgraph.graph.build import build_team_graph
-from teamgraph.nodes.compaction import context_budget, model_view, without_markers
+from teamgraph.nodes.model_view import context_budget, model_view, without_markers
 from teamgraph.policy import Policy
 from teamgraph.runtime import Clock, ModelSpec, SystemClock, TeamRuntime, TokenCounter
 

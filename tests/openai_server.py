@@ -312,7 +312,8 @@ def _error_body(status: int, message: str, code: str | None = None) -> dict[str,
     """An OpenAI-style error body."""
     default = ("server_error" if status >= 500 else "invalid_request_error", None)
     kind, default_code = _ERROR_KINDS.get(status, default)
-    return {"error": {"message": message, "type": kind, "param": "messages" if code else None, "code": code or default_code}}
+    param = "messages" if code else None
+    return {"error": {"message": message, "type": kind, "param": param, "code": code or default_code}}
 
 
 # -- HTTP -----------------------------------------------------------------

@@ -31,7 +31,8 @@ from teamgraph.models.scripted import (  # metadata every model call carries
     AGENT_KEY,
     ROLE_KEY,
 )
-from teamgraph.nodes.compaction import answer_index, call_within_context, context_budget
+from teamgraph.nodes.compaction import call_within_context
+from teamgraph.nodes.model_view import answer_index, context_budget
 from teamgraph.nodes.tool_calls import run_tool_calls
 from teamgraph.protocols.requests import APPROVED, MEMBER_PLAN, is_pending
 from teamgraph.roles import Role

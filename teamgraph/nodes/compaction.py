@@ -16,12 +16,10 @@ from (the role subgraph today, a scheduler tomorrow).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypedDict
 
 from langchain_core.exceptions import ContextOverflowError
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
@@ -29,7 +27,6 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
-from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.config import get_stream_writer
 from langgraph.constants import TAG_NOSTREAM
@@ -40,21 +37,20 @@ from teamgraph.models.scripted import (
     COMPACTION_CALL,
     COMPACTION_KEY,
 )
-from teamgraph.policy import Policy
+from teamgraph.nodes.model_view import (
+    CompactionRecord,
+    ContextBudget,
+    compaction_of,
+    model_view,
+    summary_message,
+    view_entries,
+)
 
-DEFAULT_CONTEXT_TOKENS = 100_000
-"""The window assumed when neither the policy nor the model's profile gives one."""
 KEEP_SHARE = 0.3
 """Share of the window the newest messages may take verbatim after a compaction."""
-TOOL_RESULT_SHARE = 0.1
-"""A tool result larger than this share of the window is truncated for the model."""
 OVERFLOW_CODE = "context_length_exceeded"
 """The OpenAI error code of a request larger than the model's window."""
 
-SUMMARY_HEADER = (
-    "[Summary of your earlier conversation: older messages were compacted to fit your context "
-    "window. Continue from here.]"
-)
 COMPACTION_PROMPT = """\
 You are compacting your own working conversation so that you can continue it within
 your context window. Write a summary that replaces the conversation below. Keep:
@@ -66,56 +62,8 @@ your context window. Write a summary that replaces the conversation below. Keep:
 Drop chatter and repeated tool output. Write plain text, at most about 600 words.
 Do not call tools."""
 
-TokenCounter = Callable[[Sequence[BaseMessage]], int]
-
-
-class CompactionRecord(TypedDict):
-    """What a compaction marker stores next to its summary (the marker's content).
-
-    Attributes:
-        number: 1 for the agent's first compaction, then 2, ...
-        keep_from: Index, in the agent's history, of the first message kept verbatim.
-        ai_turns: The agent's AI turns before ``keep_from`` (the summary replaces them).
-        compacted: How many messages the summary replaced.
-        tokens_before: The view's tokens when the compaction started.
-        reason: ``"threshold"`` or ``"context_length_exceeded"`` (the provider refused).
-    """
-
-    number: int
-    keep_from: int
-    ai_turns: int
-    compacted: int
-    tokens_before: int
-    reason: str
-
-
 class ContextLengthExceededError(RuntimeError):
     """The provider refused a call as too long, even after compacting the history."""
-
-
-@dataclass(frozen=True)
-class ContextBudget:
-    """An agent's context window and how its calls are counted.
-
-    Attributes:
-        window: Tokens a model call may use.
-        threshold: Share of ``window`` past which the history is compacted.
-        counter: Counts the tokens of the messages of one call.
-    """
-
-    window: int
-    threshold: float
-    counter: TokenCounter
-
-    @property
-    def limit(self) -> int:
-        """Tokens past which a call's view is compacted."""
-        return int(self.window * self.threshold)
-
-    @property
-    def tool_result_tokens(self) -> int:
-        """Tokens past which one tool result is truncated for the model."""
-        return max(1, int(self.window * TOOL_RESULT_SHARE))
 
 
 @dataclass(frozen=True)
@@ -125,143 +73,6 @@ class ModelInput:
     messages: list[BaseMessage]
     new: list[BaseMessage]
     tokens: int
-
-
-def context_window(model: BaseChatModel, policy: Policy) -> int:
-    """``Policy.context_tokens``, else the model profile's ``max_input_tokens``, else 100 000."""
-    if policy.context_tokens is not None:
-        return policy.context_tokens
-    profile = getattr(model, "profile", None) or {}
-    return int(profile.get("max_input_tokens") or DEFAULT_CONTEXT_TOKENS)
-
-
-def approximate_counter(tools: Sequence[Any] = ()) -> TokenCounter:
-    """LangChain's approximate counter, scaled by the provider's reported usage when known.
-
-    NOTE: not ChatOpenAI's tiktoken counter: tiktoken downloads its encodings on
-    first use, and a model call must not depend on the network for counting.
-    """
-    bound_tools = list(tools) or None
-
-    def count(messages: Sequence[BaseMessage]) -> int:
-        return count_tokens_approximately(messages, tools=bound_tools, use_usage_metadata_scaling=True)
-
-    return count
-
-
-def context_budget(
-    *, model: BaseChatModel, policy: Policy, counter: TokenCounter | None = None, tools: Sequence[Any] = ()
-) -> ContextBudget:
-    """The context budget of an agent talking to ``model``.
-
-    Args:
-        model: The agent's chat model (its profile may name its window).
-        policy: The team's policy (``context_tokens``, ``context_threshold``).
-        counter: A token counter (tests inject a fake one); None: ``approximate_counter``.
-        tools: The tools bound to the model, counted with every call by the default counter.
-
-    Returns:
-        The budget.
-    """
-    return ContextBudget(
-        window=context_window(model, policy),
-        threshold=policy.context_threshold,
-        counter=counter or approximate_counter(tools),
-    )
-
-
-# --- the model's view -----------------------------------------------------------
-
-
-def compaction_of(message: BaseMessage) -> CompactionRecord | None:
-    """The record of a compaction marker stored in a history, or None."""
-    record = message.additional_kwargs.get(COMPACTION_KEY)
-    return record if isinstance(message, AIMessage) and isinstance(record, dict) else None  # type: ignore[return-value]
-
-
-def without_markers(history: Sequence[BaseMessage]) -> list[BaseMessage]:
-    """The full conversation: every message except the compaction markers."""
-    return [m for m in history if compaction_of(m) is None]
-
-
-def answer_index(step_messages: Sequence[BaseMessage]) -> int:
-    """Index of the model's answer among a step's messages (markers may come first)."""
-    return next(i for i, m in enumerate(step_messages) if isinstance(m, AIMessage) and compaction_of(m) is None)
-
-
-def latest_compaction(history: Sequence[BaseMessage]) -> AIMessage | None:
-    """The newest compaction marker of a history, or None."""
-    for message in reversed(history):
-        if compaction_of(message) is not None:
-            return message  # type: ignore[return-value]
-    return None
-
-
-def summary_message(marker: AIMessage) -> HumanMessage:
-    """How the model sees a stored summary: a user-role message first in its view."""
-    return HumanMessage(f"{SUMMARY_HEADER}\n\n{marker.text}", additional_kwargs={COMPACTION_KEY: compaction_of(marker)})
-
-
-def _tail(history: Sequence[BaseMessage]) -> tuple[AIMessage | None, list[tuple[int, BaseMessage]]]:
-    """The newest marker and the (history index, message) pairs the model sees verbatim."""
-    marker = latest_compaction(history)
-    start = compaction_of(marker)["keep_from"] if marker is not None else 0  # type: ignore[index]
-    return marker, [(i, history[i]) for i in range(start, len(history)) if compaction_of(history[i]) is None]
-
-
-def truncate_tool_result(message: ToolMessage, *, budget: ContextBudget, call: Mapping[str, Any] | None) -> ToolMessage:
-    """``message`` as the model sees it: cut to the budget, with a note on how to read the rest.
-
-    Args:
-        message: A tool result from the history (never changed).
-        budget: The agent's budget (``tool_result_tokens``).
-        call: The tool call it answers (name and args), when known.
-
-    Returns:
-        ``message`` itself when it fits, else a truncated copy.
-    """
-    tokens = budget.counter([message])
-    if tokens <= budget.tool_result_tokens:
-        return message
-    text = message.text
-    keep = int(len(text) * budget.tool_result_tokens / tokens * 0.9)
-    if call and call.get("name") == "read_file":
-        args = call.get("args", {})
-        start = int(args.get("offset") or 0) + keep
-        how = f"call read_file(path={args.get('path')!r}, offset={start}) to read on from there"
-    else:
-        how = "ask the tool for a narrower result (a smaller range, a filter) to see the rest"
-    note = (
-        f"\n\n[teamgraph: this tool result has {len(text)} characters, too many for your context "
-        f"window; only the first {keep} are shown. The full result is kept in your history: {how}.]"
-    )
-    return message.model_copy(update={"content": text[:keep] + note})
-
-
-def _view_entries(
-    history: Sequence[BaseMessage], budget: ContextBudget
-) -> tuple[AIMessage | None, list[tuple[int, BaseMessage]]]:
-    marker, tail = _tail(history)
-    calls = {c["id"]: c for _, m in tail if isinstance(m, AIMessage) for c in m.tool_calls}
-    return marker, [
-        (i, truncate_tool_result(m, budget=budget, call=calls.get(m.tool_call_id)) if isinstance(m, ToolMessage) else m)
-        for i, m in tail
-    ]
-
-
-def model_view(history: Sequence[BaseMessage], *, budget: ContextBudget) -> list[BaseMessage]:
-    """What the model sees of ``history`` after its system prompt: the latest summary, then the rest.
-
-    Args:
-        history: The agent's stored history, markers included.
-        budget: The agent's budget (tool results above its share are truncated).
-
-    Returns:
-        The messages to send after the system prompt.
-    """
-    marker, entries = _view_entries(history, budget)
-    head = [summary_message(marker)] if marker is not None else []
-    return [*head, *(m for _, m in entries)]
 
 
 # --- compaction ------------------------------------------------------------------
@@ -353,7 +164,7 @@ def compact(
     Returns:
         The marker to append to the history, or None when there is nothing to summarise.
     """
-    marker, entries = _view_entries(history, budget)
+    marker, entries = view_entries(history, budget)
     tokens = [budget.counter([m]) for _, m in entries]
     keep = int(budget.window * KEEP_SHARE)
     cut = choose_cut(entries, tokens, keep_tokens=min(keep, tokens_before // 4) if force else keep, halve=force)
@@ -434,7 +245,8 @@ def _announce(marker: AIMessage, config: RunnableConfig | None, *, tokens_after:
     except RuntimeError:  # NOTE: called outside a graph run (a unit test, a script)
         return
     agent = (config or {}).get("metadata", {}).get(AGENT_KEY)
-    writer({AGENT_KEY: agent, "event": "compaction", **compaction_of(marker), "tokens_after": tokens_after})  # type: ignore[dict-item]
+    record: dict[str, object] = dict(compaction_of(marker) or {})
+    writer({AGENT_KEY: agent, "event": "compaction", **record, "tokens_after": tokens_after})
 
 
 def is_context_overflow(exc: BaseException) -> bool:

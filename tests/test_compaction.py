@@ -154,7 +154,12 @@ def test_summaries_come_from_the_agents_compaction_script(tmp_path):
     script[f"{R1}#compaction"] = ["First summary: pages 1-4 read.", second]
     team = reader_team(tmp_path / "home", script, context_tokens=8000)
     config = {"configurable": {"thread_id": "summaries"}}
-    team.compile().invoke({"messages": [("user", "Read")]}, config)
+    # NOTE: the model is called inside the role subgraph: its events come with subgraphs=True.
+    chunks = team.compile().stream({"messages": [("user", "Read")]}, config, stream_mode="custom", subgraphs=True)
+    events = [event for _namespace, event in chunks]
+    compactions = [e for e in events if e["event"] == "compaction"]
+    assert [(e["teamgraph_agent"], e["number"]) for e in compactions] == [(R1, 1), (R1, 2)]
+    assert all(e["tokens_after"] < e["tokens_before"] for e in compactions)
 
     stored = markers(team.state(config), R1)
     assert [m.content for m in stored] == ["First summary: pages 1-4 read.", "Second summary: pages 1-8 read."]
@@ -164,6 +169,21 @@ def test_summaries_come_from_the_agents_compaction_script(tmp_path):
     assert request.additional_kwargs[COMPACTION_KEY] == {"number": 2}
     assert "First summary: pages 1-4 read." in request.content
     assert team.history(config, R1)[-1].content == "Read 16 pages."
+
+
+def test_the_scripted_model_counts_the_turns_a_summary_replaced_and_answers_compaction_calls():
+    model = ScriptedChatModel({R1: ["one", "two", "three", "four"], "*#compaction": ["Any agent's summary."]})
+    agent = {"metadata": {"teamgraph_agent": R1}}
+    summary = HumanMessage("Summary.", additional_kwargs={COMPACTION_KEY: {"number": 1, "ai_turns": 2}})
+    stored = AIMessage("Summary.", additional_kwargs={COMPACTION_KEY: {"number": 1, "ai_turns": 2}})
+    assert model.invoke([summary, AIMessage("two"), HumanMessage("go on")], agent).content == "four"
+    assert model.invoke([stored, HumanMessage("go on")], agent).content == "one"  # a stored marker is no turn
+
+    compaction = {"metadata": {"teamgraph_agent": R1, "teamgraph_call": "compaction"}}
+    request = [SystemMessage(COMPACTION_PROMPT), HumanMessage("...", additional_kwargs={COMPACTION_KEY: {"number": 1}})]
+    assert model.invoke(request, compaction).content == "Any agent's summary."
+    default = ScriptedChatModel({R1: ["one"]}).invoke(request, compaction).content
+    assert default.startswith("Summary 1 of the earlier conversation")
 
 
 def test_a_third_compaction_without_a_summary_turn_names_the_script_key(tmp_path):

@@ -226,14 +226,14 @@ def prepare_model_input(
     """
     system, history = _split(messages)
     view = [*system, *model_view(history, budget=budget)]
-    tokens = budget.counter(view)
+    tokens = budget.count(view)
     if tokens <= budget.limit and not force:
         return ModelInput(view, [], tokens)
     marker = compact(history, model=model, budget=budget, config=config, tokens_before=tokens, force=force)
     if marker is None:
         return ModelInput(view, [], tokens)
     view = [*system, *model_view([*history, marker], budget=budget)]
-    after = budget.counter(view)
+    after = budget.count(view)
     _announce(marker, config, tokens_after=after)
     return ModelInput(view, [marker], after)
 

@@ -57,12 +57,18 @@ class ContextBudget:
     Attributes:
         window: Tokens a model call may use.
         threshold: Share of ``window`` past which the history is compacted.
-        counter: Counts the tokens of the messages of one call.
+        counter: Counts the tokens of messages.
+        overhead: Tokens every call carries besides its messages (the tool schemas).
     """
 
     window: int
     threshold: float
     counter: TokenCounter
+    overhead: int = 0
+
+    def count(self, messages: Sequence[BaseMessage]) -> int:
+        """The tokens of a call sending ``messages``."""
+        return self.counter(messages) + self.overhead
 
     @property
     def limit(self) -> int:
@@ -83,18 +89,13 @@ def context_window(model: BaseChatModel, policy: Policy) -> int:
     return int(profile.get("max_input_tokens") or DEFAULT_CONTEXT_TOKENS)
 
 
-def approximate_counter(tools: Sequence[Any] = ()) -> TokenCounter:
+def approximate_counter(messages: Sequence[BaseMessage]) -> int:
     """LangChain's approximate counter, scaled by the provider's reported usage when known.
 
     NOTE: not ChatOpenAI's tiktoken counter: tiktoken downloads its encodings on
     first use, and a model call must not depend on the network for counting.
     """
-    bound_tools = list(tools) or None
-
-    def count(messages: Sequence[BaseMessage]) -> int:
-        return count_tokens_approximately(messages, tools=bound_tools, use_usage_metadata_scaling=True)
-
-    return count
+    return count_tokens_approximately(messages, use_usage_metadata_scaling=True)
 
 
 def context_budget(
@@ -105,16 +106,21 @@ def context_budget(
     Args:
         model: The agent's chat model (its profile may name its window).
         policy: The team's policy (``context_tokens``, ``context_threshold``).
-        counter: A token counter (tests inject a fake one); None: ``approximate_counter``.
-        tools: The tools bound to the model, counted with every call by the default counter.
+        counter: A token counter of messages (tests inject a fake one); None:
+            ``approximate_counter``, plus the tool schemas' tokens with every call.
+        tools: The tools bound to the model.
 
     Returns:
         The budget.
     """
+    # NOTE: the schemas are counted once here: converting them costs more than
+    # counting a whole view, and one message's size must not include them.
+    overhead = count_tokens_approximately([], tools=list(tools)) if counter is None and tools else 0
     return ContextBudget(
         window=context_window(model, policy),
         threshold=policy.context_threshold,
-        counter=counter or approximate_counter(tools),
+        counter=counter or approximate_counter,
+        overhead=overhead,
     )
 
 

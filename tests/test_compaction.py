@@ -143,6 +143,22 @@ def test_a_member_making_500_tool_calls_never_sends_a_prompt_above_its_budget(tm
     assert_each_message_once(values)
 
 
+def test_the_leader_collecting_long_results_from_eight_members_compacts_too(tmp_path):
+    members = [f"Researcher_{n}" for n in range(1, 9)]
+    create = [call("create_sub_agent", role_id="researcher", task=f"Report on topic {n}.") for n in range(1, 9)]
+    script = {LEADER: [act(*create), *quiet(20)], **{m: [f"Report of {m}: " + PAGE * 2] for m in members}}
+    team = reader_team(tmp_path / "home", script, context_tokens=8000, max_parallel=2)
+    config = {"configurable": {"thread_id": "leader"}}
+    calls = Calls()
+    team.compile().invoke({"messages": [("user", "Research eight topics")]}, {**config, "callbacks": [calls]})
+
+    assert markers(team.state(config), LEADER)
+    assert max(count(m) for m in calls.of(LEADER)) <= 8000 * 0.8
+    inbox = "\n".join(str(m.content) for m in team.history(config, LEADER) if isinstance(m, HumanMessage))
+    assert all(f"Report of {m}: " in inbox for m in members)  # the full history keeps every result
+    assert all(team.agents(config)[m]["status"] == "idle" for m in members)
+
+
 def test_summaries_come_from_the_agents_compaction_script(tmp_path):
     seen = []
 

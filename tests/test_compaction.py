@@ -6,6 +6,7 @@ a callback records every model call's messages, counted with the same counter.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import os
@@ -19,16 +20,18 @@ import pytest
 from conftest import assert_each_message_once
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
-from langchain_core.tools import tool
+from langchain_core.tools import ToolException, tool
 from langchain_openai import ChatOpenAI
 from pydantic import ValidationError
 from scripting import act, call, quiet
 
 from teamgraph import Policy, ScriptedChatModel, Team
+from teamgraph.checkpoints.aio import open_async_sqlite_saver
 from teamgraph.models.scripted import COMPACTION_KEY
 from teamgraph.nodes.compaction import COMPACTION_PROMPT, OVERFLOW_CODE
 from teamgraph.nodes.model_view import context_window
 from teamgraph.roles.budget import BUDGET_NOTICE_KEY
+from teamgraph.tools.files import read_range
 
 LEADER = "Team Leader"
 R1 = "Researcher_1"
@@ -157,6 +160,24 @@ def test_the_leader_collecting_long_results_from_eight_members_compacts_too(tmp_
     inbox = "\n".join(str(m.content) for m in team.history(config, LEADER) if isinstance(m, HumanMessage))
     assert all(f"Report of {m}: " in inbox for m in members)  # the full history keeps every result
     assert all(team.agents(config)[m]["status"] == "idle" for m in members)
+
+
+def test_an_async_team_compacts_and_ahistory_gives_both_views(tmp_path):
+    async def main():
+        async with open_async_sqlite_saver(tmp_path / "async.sqlite") as saver:
+            script = reader_script(16)
+            model = ScriptedChatModel(script)
+            policy = Policy(context_tokens=8000, max_turn_steps=100)
+            tools = [fetch_page]
+            team = Team(model=model, home=tmp_path, policy=policy, tools=tools, token_counter=count, checkpointer=saver)
+            config = {"configurable": {"thread_id": "async"}}
+            await team.compile().ainvoke({"messages": [("user", "Read")]}, config)
+            return await team.ahistory(config, R1), await team.ahistory(config, R1, view="model")
+
+    full, view = asyncio.run(main())
+    assert len(full) == 1 + 2 * 16 + 1 and not any(COMPACTION_KEY in m.additional_kwargs for m in full)
+    assert COMPACTION_KEY in view[0].additional_kwargs and view[-1].content == "Read 16 pages."
+    assert len(view) < len(full)
 
 
 def test_summaries_come_from_the_agents_compaction_script(tmp_path):
@@ -291,6 +312,13 @@ def test_a_5_mb_file_is_cut_for_the_model_with_a_note_that_read_file_follows(tmp
     assert f"read_file(path='data/big.txt', offset={kept})" in seen.content
 
 
+@pytest.mark.parametrize(("offset", "limit"), [(-1, 10), (0, 0)])
+def test_a_bad_read_range_is_refused_naming_offset_and_limit(offset, limit):
+    expected = f"offset must be >= 0 and limit >= 1 \\(got offset={offset}, limit={limit}\\)"
+    with pytest.raises(ToolException, match=expected):
+        read_range("some text", "notes.md", offset=offset, limit=limit)
+
+
 # --- the provider's "context length exceeded" ---------------------------------------------
 
 
@@ -371,8 +399,9 @@ CRASH_MODULE = textwrap.dedent(
     """
     import json, os, signal, sys
 
-    from langchain_core.tools import tool
+    from langchain_core.tools import ToolException, tool
     from teamgraph import Policy, ScriptedChatModel, Team
+from teamgraph.checkpoints.aio import open_async_sqlite_saver
 
     PAGE = "lorem ipsum dolor sit amet " * 150
 

@@ -399,9 +399,8 @@ CRASH_MODULE = textwrap.dedent(
     """
     import json, os, signal, sys
 
-    from langchain_core.tools import ToolException, tool
+    from langchain_core.tools import tool
     from teamgraph import Policy, ScriptedChatModel, Team
-from teamgraph.checkpoints.aio import open_async_sqlite_saver
 
     PAGE = "lorem ipsum dolor sit amet " * 150
 

@@ -8,19 +8,24 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
-import os
-import signal
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
 
 import pytest
 from conftest import assert_each_message_once
-from langchain_core.callbacks import BaseCallbackHandler
+from context_fixtures import (
+    LEADER,
+    PAGE,
+    R1,
+    WINDOW,
+    Calls,
+    assert_pairing,
+    count,
+    fetch_page,
+    markers,
+    reader_script,
+    reader_team,
+)
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
-from langchain_core.tools import ToolException, tool
+from langchain_core.tools import ToolException
 from langchain_openai import ChatOpenAI
 from pydantic import ValidationError
 from scripting import act, call, quiet
@@ -28,77 +33,10 @@ from scripting import act, call, quiet
 from teamgraph import Policy, ScriptedChatModel, Team
 from teamgraph.checkpoints.aio import open_async_sqlite_saver
 from teamgraph.models.scripted import COMPACTION_KEY
-from teamgraph.nodes.compaction import COMPACTION_PROMPT, OVERFLOW_CODE
+from teamgraph.nodes.compaction import COMPACTION_PROMPT
 from teamgraph.nodes.model_view import context_window
 from teamgraph.roles.budget import BUDGET_NOTICE_KEY
 from teamgraph.tools.files import read_range
-
-LEADER = "Team Leader"
-R1 = "Researcher_1"
-WINDOW = 20_000
-PAGE = "lorem ipsum dolor sit amet " * 150  # about 4 000 characters: 1 000 tokens for `count`
-
-
-def count(messages) -> int:
-    """The fake token counter: 4 characters a token, tool calls included."""
-    return sum(len(str(m.content)) + len(json.dumps(getattr(m, "tool_calls", []))) for m in messages) // 4
-
-
-@tool
-def fetch_page(page: int) -> str:
-    """Fetch one page of the corpus.
-
-    Args:
-        page: The page number.
-    """
-    # NOTE: every 100th page is huge (40 000 tokens): more than the whole window.
-    return f"page {page}\n" + PAGE * (40 if page % 100 == 0 else 1)
-
-
-class Calls(BaseCallbackHandler):
-    """Every chat model call: who made it, what for, and the messages sent."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, str | None, list]] = []
-
-    def on_chat_model_start(self, serialized, messages, *, metadata=None, **kwargs):
-        metadata = metadata or {}
-        self.calls.append((metadata.get("teamgraph_agent"), metadata.get("teamgraph_call"), list(messages[0])))
-
-    def of(self, agent: str, kind: str | None = None) -> list[list]:
-        return [messages for who, what, messages in self.calls if who == agent and what == kind]
-
-
-def markers(values: dict, name: str) -> list[AIMessage]:
-    return [m for m in values["histories"][name] if COMPACTION_KEY in m.additional_kwargs]
-
-
-def assert_pairing(messages: list) -> None:
-    """Each AI message's tool calls are answered right after it, and no result lacks its call."""
-    open_calls: set[str] = set()
-    for message in messages:
-        if isinstance(message, ToolMessage):
-            assert message.tool_call_id in open_calls, f"result {message.tool_call_id} without its call in the view"
-            open_calls.discard(message.tool_call_id)
-            continue
-        assert not open_calls, f"calls {open_calls} not answered before {type(message).__name__}"
-        if isinstance(message, AIMessage):
-            open_calls = {c["id"] for c in message.tool_calls}
-
-
-def reader_script(pages: int) -> dict:
-    return {
-        LEADER: [act(call("create_sub_agent", role_id="researcher", task=f"Read pages 1 to {pages}.")), *quiet(4)],
-        R1: [act(call("fetch_page", page=n)) for n in range(1, pages + 1)] + [f"Read {pages} pages."],
-    }
-
-
-def reader_team(home: Path, script: dict, **policy) -> Team:
-    policy = {"context_tokens": WINDOW, "max_turn_steps": 2000, "slice_steps": 50, **policy}
-    return Team(
-        model=ScriptedChatModel(script), home=home, policy=Policy(**policy), tools=[fetch_page], token_counter=count
-    )
-
 
 # --- the 500-call member ------------------------------------------------------------------
 
@@ -317,179 +255,3 @@ def test_a_bad_read_range_is_refused_naming_offset_and_limit(offset, limit):
     expected = f"offset must be >= 0 and limit >= 1 \\(got offset={offset}, limit={limit}\\)"
     with pytest.raises(ToolException, match=expected):
         read_range("some text", "notes.md", offset=offset, limit=limit)
-
-
-# --- the provider's "context length exceeded" ---------------------------------------------
-
-
-def openai_team(server, home: Path, tools=(fetch_page,)) -> Team:
-    model = ChatOpenAI(model="gpt-test", base_url=server.base_url, api_key="test", max_retries=0)
-    # NOTE: a counter that sees nothing: only the provider's refusal can trigger a compaction.
-    policy = Policy(context_tokens=1_000_000)
-    return Team(model=model, home=home, policy=policy, tools=list(tools), token_counter=lambda m: 0)
-
-
-def reader_server(pages: int):
-    """The server's script: the leader delegates, the member fetches ``pages`` pages, summaries are short."""
-
-    def answer(body: dict):
-        messages = body["messages"]
-        if messages[0]["content"] == COMPACTION_PROMPT:
-            return "Summary: the task is to read pages; pages so far were read."
-        last = messages[-1]
-        if any(t["function"]["name"] == "create_sub_agent" for t in body.get("tools", [])):  # the leader
-            if last["role"] == "user" and last["content"] == "Read":
-                task = {"role_id": "researcher", "task": f"Read pages 1 to {pages}."}
-                return {"tool_calls": [{"name": "create_sub_agent", "arguments": task}]}
-            return ""
-        done = sum(m["role"] == "tool" for m in messages)
-        page = int(last["content"].split()[1]) + 1 if last["role"] == "tool" else done + 1
-        if page > pages:
-            return f"Read {pages} pages."
-        return {"tool_calls": [{"name": "fetch_page", "arguments": {"page": page}}]}
-
-    return answer
-
-
-def test_the_providers_context_length_error_compacts_and_retries_once(openai_server, tmp_path):
-    server = openai_server(reader_server(8), context_limit=2500)
-    team = openai_team(server, tmp_path / "home")
-    config = {"configurable": {"thread_id": "overflow"}}
-    team.compile().invoke({"messages": [("user", "Read")]}, config)
-
-    assert server.refused, "the server never refused a request"
-    values = team.state(config)
-    records = [m.additional_kwargs[COMPACTION_KEY] for m in markers(values, R1)]
-    assert records and {r["reason"] for r in records} == {OVERFLOW_CODE}
-    # After each refusal: one compaction request, then the same turn again, accepted.
-    at = server.requests.index(server.refused[0])
-    assert server.requests[at + 1]["messages"][0]["content"] == COMPACTION_PROMPT
-    assert server.requests[at + 2] not in server.refused
-    assert team.agents(config)[R1]["status"] == "idle"
-    assert team.history(config, R1)[-1].content == "Read 8 pages."
-    assert len([m for m in team.history(config, R1) if isinstance(m, ToolMessage)]) == 8
-
-
-def test_a_member_still_too_long_after_compaction_fails_and_the_leader_is_told(openai_server, tmp_path):
-    @tool
-    def fetch_page(page: int) -> str:
-        """Fetch one page of the corpus.
-
-        Args:
-            page: The page number.
-        """
-        return f"page {page} " + "word " * 3000
-
-    server = openai_server(reader_server(3), context_limit=2500)
-    team = openai_team(server, tmp_path / "home", tools=[fetch_page])
-    config = {"configurable": {"thread_id": "too-long"}}
-    team.compile().invoke({"messages": [("user", "Read")]}, config)
-
-    record = team.agents(config)[R1]
-    assert record["status"] == "failed"
-    assert record["last_action"].startswith(f"ContextLengthExceededError: {OVERFLOW_CODE}")
-    notices = [str(m.content) for m in team.history(config, LEADER) if isinstance(m, HumanMessage)]
-    assert any(f"{R1} failed: ContextLengthExceededError: {OVERFLOW_CODE}" in n for n in notices)
-    assert len(server.refused) == 2  # the first try and the one retry after the compaction
-
-
-# --- kill -9 during a compaction ------------------------------------------------------------
-
-CRASH_MODULE = textwrap.dedent(
-    """
-    import json, os, signal, sys
-
-    from langchain_core.tools import tool
-    from teamgraph import Policy, ScriptedChatModel, Team
-
-    PAGE = "lorem ipsum dolor sit amet " * 150
-
-
-    def count(messages):
-        return sum(len(str(m.content)) + len(json.dumps(getattr(m, "tool_calls", []))) for m in messages) // 4
-
-
-    @tool
-    def fetch_page(page: int) -> str:
-        \"\"\"Fetch one page.
-
-        Args:
-            page: The page number.
-        \"\"\"
-        return f"page {page}\\n" + PAGE
-
-
-    def call(name, args):
-        return {"content": "", "tool_calls": [{"name": name, "args": args}]}
-
-
-    def summary(number):
-        def write(messages):
-            if number == 2 and os.environ.get("CRASH") == "1":
-                os.kill(os.getpid(), signal.SIGKILL)  # dies in the middle of the compaction call
-            return f"Summary {number}."
-        return write
-
-
-    def make_team(home):
-        script = {
-            "Team Leader": [
-                call("create_sub_agent", {"role_id": "researcher", "task": "Read 40 pages."}),
-                *[""] * 6,
-            ],
-            "Researcher_1": [call("fetch_page", {"page": n}) for n in range(1, 41)]
-            + ["Read 40 pages."],
-            "Researcher_1#compaction": [summary(n) for n in range(1, 10)],
-        }
-        policy = Policy(context_tokens=12000, max_turn_steps=500, slice_steps=4)
-        return Team(model=ScriptedChatModel(script), home=home, policy=policy, tools=[fetch_page], token_counter=count)
-
-
-    if __name__ == "__main__":
-        team = make_team(sys.argv[1])
-        config = {"configurable": {"thread_id": "crash"}}
-        if sys.argv[2] == "run":
-            team.compile().invoke({"messages": [("user", "Read")]}, config)
-        else:
-            view = team.history(config, "Researcher_1", view="model")
-            print(json.dumps([[type(m).__name__, str(m.content)] for m in view]))
-    """
-)
-
-
-def test_a_kill_9_during_a_compaction_resumes_cleanly(tmp_path):
-    module = str(tmp_path / "crash_team.py")
-    Path(module).write_text(CRASH_MODULE)
-    home = str(tmp_path / "home")
-    path = os.pathsep.join([str(Path.cwd()), os.environ.get("PYTHONPATH", "")])
-    env = {**os.environ, "CRASH": "1", "PYTHONPATH": path}
-    first = subprocess.run([sys.executable, module, home, "run"], check=False, capture_output=True, text=True, env=env)
-    assert first.returncode == -signal.SIGKILL, first.stderr[-3000:]
-
-    sys.path.insert(0, str(tmp_path))
-    try:
-        import crash_team
-    finally:
-        sys.path.remove(str(tmp_path))
-    team = crash_team.make_team(home)
-    config = {"configurable": {"thread_id": "crash"}}
-    stored = markers(team.state(config), R1)
-    assert [m.content for m in stored] == ["Summary 1."]  # the second compaction was in flight
-
-    team.compile().invoke(None, config)
-    values = team.state(config)
-    assert_each_message_once(values)
-    numbers = [m.additional_kwargs[COMPACTION_KEY]["number"] for m in markers(values, R1)]
-    assert numbers == list(range(1, len(numbers) + 1)) and len(numbers) >= 3
-    history = team.history(config, R1)
-    pages = [m.tool_calls[0]["args"]["page"] for m in history if isinstance(m, AIMessage) and m.tool_calls]
-    assert pages == list(range(1, 41))
-    assert history[-1].content == "Read 40 pages."
-
-    # A new process rebuilds the same view of the model from the checkpoint.
-    env["CRASH"] = "0"
-    other = subprocess.run([sys.executable, module, home, "view"], check=False, capture_output=True, text=True, env=env)
-    assert other.returncode == 0, other.stderr[-3000:]
-    here = [[type(m).__name__, str(m.content)] for m in team.history(config, R1, view="model")]
-    assert json.loads(other.stdout) == here
-    assert here[0][1].endswith(f"Summary {numbers[-1]}.")

@@ -12,7 +12,7 @@ from langchain_core.tools import tool
 from scripting import act, call, quiet
 
 from teamgraph import Policy, ScriptedChatModel, Team
-from teamgraph.models.scripted import COMPACTION_KEY
+from teamgraph.models.calls import COMPACTION_KEY
 
 LEADER = "Team Leader"
 R1 = "Researcher_1"

@@ -32,7 +32,7 @@ from scripting import act, call, quiet
 
 from teamgraph import Policy, ScriptedChatModel, Team
 from teamgraph.checkpoints.aio import open_async_sqlite_saver
-from teamgraph.models.scripted import COMPACTION_KEY
+from teamgraph.models.calls import COMPACTION_KEY
 from teamgraph.nodes.compaction import COMPACTION_PROMPT
 from teamgraph.nodes.model_view import context_window
 from teamgraph.roles.budget import BUDGET_NOTICE_KEY

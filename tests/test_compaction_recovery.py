@@ -19,7 +19,7 @@ from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 
 from teamgraph import Policy, Team
-from teamgraph.models.scripted import COMPACTION_KEY
+from teamgraph.models.calls import COMPACTION_KEY
 from teamgraph.nodes.compaction import COMPACTION_PROMPT, OVERFLOW_CODE
 
 # --- the provider's "context length exceeded" ---------------------------------------------

@@ -35,21 +35,20 @@ from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field, field_validator
 
-__all__ = ["ScriptExhaustedError", "ScriptedChatModel"]
+from teamgraph.models.calls import (
+    AGENT_KEY,
+    CALL_KEY,
+    COMPACTION_CALL,
+    COMPACTION_KEY,
+    COMPACTION_SUFFIX,
+    ROLE_KEY,
+    call_kind,
+    compaction_record,
+    default_summary,
+    turns_taken,
+)
 
-AGENT_KEY = "teamgraph_agent"
-"""Metadata key naming the agent that calls the model."""
-ROLE_KEY = "teamgraph_role"
-"""Metadata key naming that agent's role."""
-CALL_KEY = "teamgraph_call"
-"""Metadata key naming what a model call is for when it is not an agent's turn."""
-COMPACTION_CALL = "compaction"
-"""``CALL_KEY`` value of a call that writes a summary of an agent's older history."""
-COMPACTION_KEY = "teamgraph_compaction"
-"""``additional_kwargs`` key of compaction messages: ``number`` (1, 2, ...) and
-``ai_turns`` (the agent's AI turns that the summary replaces)."""
-COMPACTION_SUFFIX = "#compaction"
-"""Script key suffix: ``"UI Operator_1#compaction"`` lists that agent's summaries."""
+__all__ = ["AGENT_KEY", "CALL_KEY", "COMPACTION_CALL", "COMPACTION_KEY", "ROLE_KEY", "ScriptExhaustedError", "ScriptedChatModel"]
 
 LEADER = "Team Leader"
 """The agent assumed when a call carries no `teamgraph_agent` metadata."""
@@ -236,7 +235,7 @@ class ScriptedChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        message = self._answer(messages, agent=_caller(run_manager, kwargs), call=_call_kind(run_manager, kwargs))
+        message = self._answer(messages, agent=_caller(run_manager, kwargs), call=call_kind(run_manager, kwargs))
         time.sleep(self.latency)
         return ChatResult(generations=[ChatGeneration(message=message)])
 
@@ -247,7 +246,7 @@ class ScriptedChatModel(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        message = self._answer(messages, agent=_caller(run_manager, kwargs), call=_call_kind(run_manager, kwargs))
+        message = self._answer(messages, agent=_caller(run_manager, kwargs), call=call_kind(run_manager, kwargs))
         await asyncio.sleep(self.latency)
         return ChatResult(generations=[ChatGeneration(message=message)])
 
@@ -259,7 +258,7 @@ class ScriptedChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
         # No `on_llm_new_token` here: langchain fires it for every chunk we yield.
-        message = self._answer(messages, agent=_caller(run_manager, kwargs), call=_call_kind(run_manager, kwargs))
+        message = self._answer(messages, agent=_caller(run_manager, kwargs), call=call_kind(run_manager, kwargs))
         time.sleep(self.latency)
         yield from _chunks(message)
 
@@ -270,7 +269,7 @@ class ScriptedChatModel(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
-        message = self._answer(messages, agent=_caller(run_manager, kwargs), call=_call_kind(run_manager, kwargs))
+        message = self._answer(messages, agent=_caller(run_manager, kwargs), call=call_kind(run_manager, kwargs))
         await asyncio.sleep(self.latency)
         for chunk in _chunks(message):
             yield chunk
@@ -312,7 +311,7 @@ class ScriptedChatModel(BaseChatModel):
 
     def _summary(self, messages: list[BaseMessage], *, agent: str) -> AIMessage:
         """Answer a compaction call: entry n of ``"<agent>#compaction"`` for the n-th compaction."""
-        number = max((int(r.get("number", 0)) for m in messages if (r := _compaction_of(m))), default=1)
+        number = max((int(r.get("number", 0)) for m in messages if (r := compaction_record(m))), default=1)
         key = next((k for k in (agent + COMPACTION_SUFFIX, ANY_AGENT + COMPACTION_SUFFIX) if k in self.script), None)
         if key is None:
             return AIMessage(content=default_summary(messages, number))
@@ -349,49 +348,6 @@ def _caller(
     if run_manager is not None and run_manager.metadata.get(AGENT_KEY):
         return str(run_manager.metadata[AGENT_KEY])
     return str(kwargs.get(AGENT_KEY) or LEADER)
-
-
-def _call_kind(
-    run_manager: CallbackManagerForLLMRun | AsyncCallbackManagerForLLMRun | None,
-    kwargs: dict[str, Any],
-) -> str | None:
-    """What the call is for (``"compaction"``), or None for an agent's turn."""
-    if run_manager is not None and run_manager.metadata.get(CALL_KEY):
-        return str(run_manager.metadata[CALL_KEY])
-    return kwargs.get(CALL_KEY)
-
-
-def _compaction_of(message: BaseMessage) -> dict[str, Any] | None:
-    """The compaction record a message carries, if any."""
-    record = message.additional_kwargs.get(COMPACTION_KEY)
-    return record if isinstance(record, dict) else None
-
-
-def turns_taken(messages: Sequence[BaseMessage]) -> int:
-    """The agent's AI turns in a conversation, counting those a summary replaced.
-
-    Args:
-        messages: The conversation sent to the model.
-
-    Returns:
-        How many turns the agent already played.
-    """
-    taken = 0
-    for m in messages:
-        record = _compaction_of(m)
-        if record is not None:
-            # A summary shown to the model stands for the turns it replaced; the
-            # summary kept in the history is not a turn.
-            taken += 0 if isinstance(m, AIMessage) else int(record.get("ai_turns", 0))
-        elif isinstance(m, AIMessage):
-            taken += 1
-    return taken
-
-
-def default_summary(messages: Sequence[BaseMessage], number: int) -> str:
-    """The summary written when a script has no compaction turns: deterministic and short."""
-    text = "\n".join(str(m.content) for m in messages[1:])
-    return f"Summary {number} of the earlier conversation ({len(text)} characters): {text[:300]}"
 
 
 def _to_message(

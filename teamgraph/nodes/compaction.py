@@ -31,7 +31,7 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.config import get_stream_writer
 from langgraph.constants import TAG_NOSTREAM
 
-from teamgraph.models.scripted import (
+from teamgraph.models.calls import (
     AGENT_KEY,
     CALL_KEY,
     COMPACTION_CALL,

@@ -16,7 +16,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.messages.utils import count_tokens_approximately
 
-from teamgraph.models.scripted import COMPACTION_KEY
+from teamgraph.models.calls import COMPACTION_KEY
 from teamgraph.policy import Policy
 
 DEFAULT_CONTEXT_TOKENS = 100_000

@@ -62,6 +62,7 @@ your context window. Write a summary that replaces the conversation below. Keep:
 Drop chatter and repeated tool output. Write plain text, at most about 600 words.
 Do not call tools."""
 
+
 class ContextLengthExceededError(RuntimeError):
     """The provider refused a call as too long, even after compacting the history."""
 
@@ -73,9 +74,6 @@ class ModelInput:
     messages: list[BaseMessage]
     new: list[BaseMessage]
     tokens: int
-
-
-# --- compaction ------------------------------------------------------------------
 
 
 def choose_cut(
@@ -158,7 +156,7 @@ def compact(
         model: The agent's model (without tools).
         budget: The agent's budget.
         config: The step's config (its metadata names the agent).
-        tokens_before: The view's tokens now (recorded; halved for a forced compaction).
+        tokens_before: The view's tokens now (recorded; a forced compaction keeps at most a quarter).
         force: The provider refused the call: keep less verbatim than usual.
 
     Returns:

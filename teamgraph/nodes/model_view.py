@@ -187,7 +187,7 @@ def truncate_tool_result(message: ToolMessage, *, budget: ContextBudget, call: M
         how = "ask the tool for a narrower result (a smaller range, a filter) to see the rest"
     note = (
         f"\n\n[teamgraph: this tool result has {len(text)} characters, too many for your context "
-        f"window; only the first {keep} are shown. The full result is kept in your history: {how}.]"
+        f"window; only the first {keep} are shown (the rest is stored, not lost): {how}.]"
     )
     return message.model_copy(update={"content": text[:keep] + note})
 
@@ -195,6 +195,7 @@ def truncate_tool_result(message: ToolMessage, *, budget: ContextBudget, call: M
 def view_entries(
     history: Sequence[BaseMessage], budget: ContextBudget
 ) -> tuple[AIMessage | None, list[tuple[int, BaseMessage]]]:
+    """The newest marker and the (history index, message as the model sees it) pairs after its cut."""
     marker, tail = _tail(history)
     calls = {c["id"]: c for _, m in tail if isinstance(m, AIMessage) for c in m.tool_calls}
     return marker, [

@@ -86,7 +86,7 @@ def budget_section(*, team: Mapping[str, Any], agents: Mapping[str, Mapping[str,
         f"# Budget (plan {plan['id']}: {complexity}; reference: {reference.text if reference else 'none'})",
         f"- Members created: {len(members)}",
         f"- Tool calls per member: {calls}",
-        f"- Tokens reported by the model so far: {tokens}",
+        f"- Tokens reported by the model so far (your calls, and members' where recorded): {tokens}",
     ]
     passed = overruns(team=team, agents=agents)
     if passed:

@@ -11,7 +11,7 @@ It returns raw measurements: `system`, `workload`, `model_calls`, `messages`,
 `harness.finish_row` adds overhead per call, bytes per message and peak RSS.
 
 Modules contribute workloads through a module-level `WORKLOADS: dict[str, Workload]`;
-`load_registry` merges `bench.baselines` and `bench.teamgraph_workloads`.
+`load_registry` merges `bench.baselines`, `bench.teamgraph_workloads` and `bench.context_workloads`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 WorkloadFn = Callable[[dict, Path], dict]
-MODULES = ("bench.baselines", "bench.teamgraph_workloads")
+MODULES = ("bench.baselines", "bench.teamgraph_workloads", "bench.context_workloads")
 
 
 @dataclass

@@ -262,7 +262,21 @@ def evaluate(rows: list[dict]) -> list[dict]:
     out.append(_target("6", "peak RSS at 50 members <= 300 MB",
                        f"{r['peak_rss_mb']:.0f} MB" if r else "-",
                        r["peak_rss_mb"] <= 300 if r else None))
+    out.append(context_target(rows))
     return out
+
+
+def context_target(rows: list[dict]) -> dict:
+    """Issue 15: a 1 000-call member's prompt tokens per call stay flat and under the threshold."""
+    row = find(rows, "teamgraph-context", calls=1000)
+    target = "1 000-call member: prompt tokens per call flat (max/min of 100-call means <= 1.5), all <= threshold"
+    if row is None:
+        return _target("15", target, "-", None)
+    means = row["prompt_tokens_per_100_calls"]
+    measured = (f"means {min(means[1:])}-{max(means[1:])} tokens after the first 100 calls (x{row['flat']:.2f}), "
+                f"max {row['prompt_tokens_max']} <= {row['limit']}, {row['compactions']} compactions")
+    ok = row["flat"] <= 1.5 and row["prompt_tokens_max"] <= row["limit"]
+    return _target("15", target, measured, ok, "" if ok else "see bench/context_workloads.py")
 
 
 def cadence_rows(rows: list[dict]) -> list[dict]:

@@ -40,6 +40,11 @@ class Policy(BaseModel):
         leader_reminders: How often the leader is reminded of questions it left
             unanswered, when the team has nothing else to do, before the asker
             gets a "no answer" result (a question never hangs).
+        context_tokens: The context window an agent's model call must fit in, in
+            tokens. None (default): the model's profile (``max_input_tokens``)
+            where LangChain knows it, else 100 000.
+        context_threshold: The share of ``context_tokens`` past which an agent's
+            older history is replaced, in what its model sees, by a summary.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -57,6 +62,8 @@ class Policy(BaseModel):
     max_ping_pong: int = Field(default=5, ge=0)
     peer_traffic: Literal["notice", "full"] = "notice"
     leader_reminders: int = Field(default=1, ge=0)
+    context_tokens: int | None = Field(default=None, ge=1000)
+    context_threshold: float = Field(default=0.8, gt=0.1, le=1.0)
 
     def decider(self, kind: str) -> Decider:
         """Who decides a request of ``kind`` (``ask``, ``plan``, ``member_plan``, ``approval``)."""

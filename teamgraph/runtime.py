@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol
 
 from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import BaseMessage
 from langchain_core.tools import BaseTool
 
 from teamgraph.models import resolve_model
@@ -24,6 +25,8 @@ from teamgraph.policy import Policy
 from teamgraph.roles import Role, RoleFileError, format_role_text, load_roles, load_written_roles, write_role_file
 
 ModelSpec = BaseChatModel | str | Callable[[Role], BaseChatModel] | None
+TokenCounter = Callable[[Sequence[BaseMessage]], int]
+"""Counts the tokens of the messages of one model call."""
 
 CUSTOM_ROLES_DIR = "roles"
 PROJECT_DIR = "project"
@@ -56,6 +59,8 @@ class TeamRuntime:
     """Role files the team wrote that could not be loaded, by path (they are skipped)."""
     extra_tools: dict[str, list[BaseTool]] = field(default_factory=dict)
     """Your own tools by role id; the key ``"*"`` gives tools to every member."""
+    token_counter: TokenCounter | None = None
+    """Counts a model call's tokens; None: an approximation scaled by the provider's usage."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _models: dict[str, BaseChatModel] = field(default_factory=dict, repr=False)
     tool_sets: dict[tuple[str, bool], list[BaseTool]] = field(default_factory=dict, repr=False)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from langchain_core.messages import AnyMessage
 from langchain_core.runnables import RunnableConfig
@@ -13,10 +13,12 @@ from langgraph.graph.state import CompiledStateGraph
 
 from teamgraph.checkpoints import DB_FILE, open_checkpointer
 from teamgraph.graph.build import build_team_graph
+from teamgraph.nodes.model_view import context_budget, model_view, without_markers
 from teamgraph.policy import Policy
-from teamgraph.runtime import Clock, ModelSpec, SystemClock, TeamRuntime
+from teamgraph.runtime import Clock, ModelSpec, SystemClock, TeamRuntime, TokenCounter
 
 DEFAULT_HOME = ".teamgraph"
+HistoryView = Literal["full", "model"]
 
 
 class Team:
@@ -42,6 +44,7 @@ class Team:
         checkpointer: Any = None,
         clock: Clock | None = None,
         tools: Sequence[BaseTool] | Mapping[str, Sequence[BaseTool]] = (),
+        token_counter: TokenCounter | None = None,
     ) -> None:
         """Create a team.
 
@@ -59,6 +62,9 @@ class Team:
             clock: Where time is read (tests pass their own).
             tools: Your own tools: a list every member gets, or a mapping from
                 role id to tools (the key ``"*"`` meaning every member).
+            token_counter: Counts the tokens of a model call's messages, to keep every
+                agent inside ``Policy.context_tokens``; None: LangChain's approximation,
+                scaled by the usage the provider reports.
         """
         extra = dict(tools) if isinstance(tools, Mapping) else {"*": list(tools)}
         self.runtime = TeamRuntime(
@@ -68,6 +74,7 @@ class Team:
             roles_dir=Path(roles_dir) if roles_dir is not None else None,
             clock=clock or SystemClock(),
             extra_tools={role: list(ts) for role, ts in extra.items()},
+            token_counter=token_counter,
         )
         unknown = sorted(set(extra) - {"*", *self.runtime.roles})
         if unknown:
@@ -111,17 +118,20 @@ class Team:
         """The thread's current state values."""
         return self.graph.get_state(config).values
 
-    def history(self, config: RunnableConfig, display_name: str) -> list[AnyMessage]:
+    def history(self, config: RunnableConfig, display_name: str, view: HistoryView = "full") -> list[AnyMessage]:
         """One agent's own conversation in a thread.
 
         Args:
             config: The thread's config (``{"configurable": {"thread_id": ...}}``).
             display_name: ``"Team Leader"`` or a member's name such as ``"UI Operator_1"``.
+            view: ``"full"``: every message, oldest first; ``"model"``: what the agent's
+                model sees now after its system prompt (the latest summary, then the
+                messages after it, oversized tool results truncated).
 
         Returns:
-            The agent's messages, oldest first.
+            The agent's messages.
         """
-        return _history_of(self.state(config), display_name)
+        return self._history_view(self.state(config), display_name, view)
 
     def agents(self, config: RunnableConfig) -> dict[str, dict[str, Any]]:
         """The thread's registry: display name -> role, status, counters."""
@@ -135,9 +145,22 @@ class Team:
         """The thread's current state values (async)."""
         return (await self.graph.aget_state(config)).values
 
-    async def ahistory(self, config: RunnableConfig, display_name: str) -> list[AnyMessage]:
+    async def ahistory(
+        self, config: RunnableConfig, display_name: str, view: HistoryView = "full"
+    ) -> list[AnyMessage]:
         """One agent's own conversation in a thread (async); see ``history``."""
-        return _history_of(await self.astate(config), display_name)
+        return self._history_view(await self.astate(config), display_name, view)
+
+    def _history_view(self, values: dict[str, Any], display_name: str, view: HistoryView) -> list[AnyMessage]:
+        history = _history_of(values, display_name)
+        if view == "full":
+            return without_markers(history)  # type: ignore[return-value]
+        if view != "model":
+            raise ValueError(f"view={view!r} is not a history view. Use 'full' (every message) or 'model'.")
+        role = self.runtime.roles[values["agents"][display_name]["role"]]
+        model = self.runtime.model_for(role)
+        budget = context_budget(model=model, policy=self.runtime.policy, counter=self.runtime.token_counter)
+        return model_view(history, budget=budget)  # type: ignore[return-value]
 
     async def aagents(self, config: RunnableConfig) -> dict[str, dict[str, Any]]:
         """The thread's registry (async); see ``agents``."""

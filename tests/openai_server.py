@@ -16,9 +16,15 @@ A script is either a list of responses consumed in order, or a callable
   -> an assistant message with tool calls (ids ``call_1``, ``call_2``, ... unless
   a tool call gives its own ``"id"``); dict arguments are JSON-encoded, a str is
   sent verbatim (so a test can send malformed JSON);
-* ``{"error": {"status": 500 | 429 | 400, "message": str, "retry_after": float}}``
-  -> that HTTP status with an OpenAI-style error body, plus ``retry-after`` /
-  ``retry-after-ms`` headers when ``retry_after`` is given.
+* ``{"error": {"status": 500 | 429 | 400, "message": str, "retry_after": float, "code": str}}``
+  -> that HTTP status with an OpenAI-style error body (``code`` overrides the
+  status's default code), plus ``retry-after`` / ``retry-after-ms`` headers when
+  ``retry_after`` is given.
+
+With ``context_limit=N`` a request whose prompt is longer than N tokens (counted
+as whitespace-separated words of the messages' contents and tool-call arguments)
+is refused like OpenAI does: HTTP 400, code ``context_length_exceeded``. It is
+recorded in ``requests`` (and ``refused``) but consumes no scripted response.
 
 When a list script runs out (or a callable raises), the server answers HTTP 500
 with ``x-should-retry: false`` so the client fails at once, visibly.
@@ -65,10 +71,13 @@ class ScriptedOpenAIServer:
     including those answered with an error.
     """
 
-    def __init__(self, script: Script, *, model_id: str = "gpt-test") -> None:
-        """Prepare a server for ``script``; ``model_id`` is listed by ``GET /v1/models``."""
+    def __init__(self, script: Script, *, model_id: str = "gpt-test", context_limit: int | None = None) -> None:
+        """Prepare a server for ``script``; ``model_id`` is listed by ``GET /v1/models``;
+        ``context_limit`` refuses longer prompts with ``context_length_exceeded``."""
         self.requests: list[dict[str, Any]] = []
+        self.refused: list[dict[str, Any]] = []
         self.model_id = model_id
+        self.context_limit = context_limit
         self._script = script
         self._remaining: Iterator[Response] | None = (
             None if callable(script) else iter(list(script))
@@ -132,6 +141,13 @@ class ScriptedOpenAIServer:
         with self._lock:
             self.requests.append(body)
             number = len(self.requests)
+            tokens = prompt_tokens(body)
+            if self.context_limit is not None and tokens > self.context_limit:
+                self.refused.append(body)
+                return {"error": {"status": 400, "code": CONTEXT_LENGTH_EXCEEDED, "message": (
+                    f"This model's maximum context length is {self.context_limit} tokens. However, your "
+                    f"messages resulted in {tokens} tokens. Please reduce the length of the messages."
+                )}}
             if self._remaining is not None:
                 response = next(self._remaining, None)
                 if response is None:
@@ -177,12 +193,21 @@ def _count_tokens(text: str) -> int:
     return len(text.split())
 
 
+CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"
+
+
+def prompt_tokens(body: dict[str, Any]) -> int:
+    """The request's prompt tokens as this server counts them (words; 1 for non-text content)."""
+    total = 0
+    for m in body.get("messages", []):
+        total += _count_tokens(m["content"]) if isinstance(m.get("content"), str) else 1
+        total += sum(_count_tokens(tc["function"]["arguments"]) for tc in m.get("tool_calls") or [])
+    return total
+
+
 def _usage(body: dict[str, Any], reply: dict[str, Any]) -> dict[str, int]:
     """Compute a plausible ``usage`` object for a request and its reply."""
-    prompt = sum(
-        _count_tokens(m["content"]) if isinstance(m.get("content"), str) else 1
-        for m in body.get("messages", [])
-    )
+    prompt = prompt_tokens(body)
     completion = _count_tokens(reply["content"] or "") + sum(
         _count_tokens(tc["function"]["arguments"]) + 1 for tc in reply["tool_calls"]
     )
@@ -283,11 +308,12 @@ def _chunks(body: dict[str, Any], reply: dict[str, Any]) -> Iterator[dict[str, A
         yield {**base, "choices": [], "usage": _usage(body, reply)}
 
 
-def _error_body(status: int, message: str) -> dict[str, Any]:
+def _error_body(status: int, message: str, code: str | None = None) -> dict[str, Any]:
     """An OpenAI-style error body."""
     default = ("server_error" if status >= 500 else "invalid_request_error", None)
-    kind, code = _ERROR_KINDS.get(status, default)
-    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+    kind, default_code = _ERROR_KINDS.get(status, default)
+    param = "messages" if code else None
+    return {"error": {"message": message, "type": kind, "param": param, "code": code or default_code}}
 
 
 # -- HTTP -----------------------------------------------------------------
@@ -345,7 +371,8 @@ class _Handler(BaseHTTPRequestHandler):
             seconds = float(error["retry_after"])
             headers["retry-after"] = f"{seconds:g}"
             headers["retry-after-ms"] = f"{seconds * 1000:g}"
-        self._send_json(status, _error_body(status, error.get("message", "scripted error")), headers)
+        body = _error_body(status, error.get("message", "scripted error"), error.get("code"))
+        self._send_json(status, body, headers)
 
     def _send_json(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
         data = json.dumps(payload).encode()

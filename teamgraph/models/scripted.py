@@ -35,12 +35,20 @@ from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field, field_validator
 
-__all__ = ["ScriptExhaustedError", "ScriptedChatModel"]
+from teamgraph.models.calls import (
+    AGENT_KEY,
+    CALL_KEY,
+    COMPACTION_CALL,
+    COMPACTION_KEY,
+    COMPACTION_SUFFIX,
+    ROLE_KEY,
+    call_kind,
+    compaction_record,
+    default_summary,
+    turns_taken,
+)
 
-AGENT_KEY = "teamgraph_agent"
-"""Metadata key naming the agent that calls the model."""
-ROLE_KEY = "teamgraph_role"
-"""Metadata key naming that agent's role."""
+__all__ = ["AGENT_KEY", "CALL_KEY", "COMPACTION_CALL", "COMPACTION_KEY", "ROLE_KEY", "ScriptExhaustedError", "ScriptedChatModel"]
 
 LEADER = "Team Leader"
 """The agent assumed when a call carries no `teamgraph_agent` metadata."""
@@ -74,6 +82,12 @@ class ScriptedChatModel(BaseChatModel):
       e.g. `"not json"`, to get an invalid call in both modes.);
     - an `AIMessage`, returned as a copy;
     - a callable receiving the input messages and returning one of the above.
+
+    Compaction calls (metadata ``teamgraph_call: "compaction"``) are answered
+    from the key ``"<agent>#compaction"`` (then ``"*#compaction"``): the n-th
+    compaction of an agent plays entry n. Without such a key a short default
+    summary is written. An agent's turn number counts the AI turns a summary
+    replaced, so a compacted conversation still plays the right turn.
 
     Example:
         ```python
@@ -221,7 +235,7 @@ class ScriptedChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        message = self._answer(messages, agent=_caller(run_manager, kwargs))
+        message = self._answer(messages, agent=_caller(run_manager, kwargs), call=call_kind(run_manager, kwargs))
         time.sleep(self.latency)
         return ChatResult(generations=[ChatGeneration(message=message)])
 
@@ -232,7 +246,7 @@ class ScriptedChatModel(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        message = self._answer(messages, agent=_caller(run_manager, kwargs))
+        message = self._answer(messages, agent=_caller(run_manager, kwargs), call=call_kind(run_manager, kwargs))
         await asyncio.sleep(self.latency)
         return ChatResult(generations=[ChatGeneration(message=message)])
 
@@ -244,7 +258,7 @@ class ScriptedChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
         # No `on_llm_new_token` here: langchain fires it for every chunk we yield.
-        message = self._answer(messages, agent=_caller(run_manager, kwargs))
+        message = self._answer(messages, agent=_caller(run_manager, kwargs), call=call_kind(run_manager, kwargs))
         time.sleep(self.latency)
         yield from _chunks(message)
 
@@ -255,17 +269,18 @@ class ScriptedChatModel(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
-        message = self._answer(messages, agent=_caller(run_manager, kwargs))
+        message = self._answer(messages, agent=_caller(run_manager, kwargs), call=call_kind(run_manager, kwargs))
         await asyncio.sleep(self.latency)
         for chunk in _chunks(message):
             yield chunk
 
-    def _answer(self, messages: list[BaseMessage], *, agent: str) -> AIMessage:
+    def _answer(self, messages: list[BaseMessage], *, agent: str, call: str | None = None) -> AIMessage:
         """Return the agent's next scripted message.
 
         Args:
             messages: The conversation sent to the model.
             agent: The display name of the calling agent.
+            call: ``"compaction"`` for a summary call, None for the agent's turn.
 
         Returns:
             The message of turn `n + 1`, `n` being the AI messages already sent.
@@ -274,6 +289,8 @@ class ScriptedChatModel(BaseChatModel):
             ScriptExhaustedError: The agent has no script or no such turn.
             TypeError: The turn is not one of the allowed kinds.
         """
+        if call == COMPACTION_CALL:
+            return self._summary(messages, agent=agent)
         key = agent if agent in self.script else ANY_AGENT
         if key not in self.script:
             scripted = ", ".join(self.script) or "none"
@@ -283,7 +300,7 @@ class ScriptedChatModel(BaseChatModel):
             )
         turns = self.script[key]
         # The conversation, not the model object, says how far the agent got.
-        index = sum(isinstance(m, AIMessage) for m in messages)
+        index = turns_taken(messages)
         if index >= len(turns):
             whose = "its script" if key == agent else f"its script, {ANY_AGENT!r},"
             raise ScriptExhaustedError(
@@ -291,6 +308,20 @@ class ScriptedChatModel(BaseChatModel):
                 f"has {_plural(len(turns), 'turn')}). Add turns to its script."
             )
         return _to_message(turns[index], messages=messages, agent=agent, number=index + 1)
+
+    def _summary(self, messages: list[BaseMessage], *, agent: str) -> AIMessage:
+        """Answer a compaction call: entry n of ``"<agent>#compaction"`` for the n-th compaction."""
+        number = max((int(r.get("number", 0)) for m in messages if (r := compaction_record(m))), default=1)
+        key = next((k for k in (agent + COMPACTION_SUFFIX, ANY_AGENT + COMPACTION_SUFFIX) if k in self.script), None)
+        if key is None:
+            return AIMessage(content=default_summary(messages, number))
+        turns = self.script[key]
+        if number > len(turns):
+            raise ScriptExhaustedError(
+                f"ScriptedChatModel: agent {agent!r} has no compaction {number} ({key!r} has "
+                f"{_plural(len(turns), 'summary turn')}). Add summaries to {key!r} or remove it to get default ones."
+            )
+        return _to_message(turns[number - 1], messages=messages, agent=agent, number=number)
 
 
 # --- helpers ---------------------------------------------------------------
@@ -306,9 +337,7 @@ def _with_caller(config: RunnableConfig | None, kwargs: dict[str, Any]) -> dict[
     if isinstance(callbacks, BaseCallbackManager):
         metadata.update(callbacks.inheritable_metadata)
     metadata.update(config.get("metadata") or {})
-    if AGENT_KEY not in metadata:
-        return kwargs
-    return {**kwargs, AGENT_KEY: metadata[AGENT_KEY]}
+    return {**kwargs, **{key: metadata[key] for key in (AGENT_KEY, CALL_KEY) if key in metadata}}
 
 
 def _caller(

@@ -31,9 +31,12 @@ from teamgraph.models.scripted import (  # metadata every model call carries
     AGENT_KEY,
     ROLE_KEY,
 )
+from teamgraph.nodes.compaction import call_within_context
+from teamgraph.nodes.model_view import answer_index, context_budget
 from teamgraph.nodes.tool_calls import run_tool_calls
 from teamgraph.protocols.requests import APPROVED, MEMBER_PLAN, is_pending
 from teamgraph.roles import Role
+from teamgraph.roles.budget import with_budget
 from teamgraph.roles.prompts import leader_prompt, member_prompt
 from teamgraph.runtime import TeamRuntime
 from teamgraph.state import TeamState
@@ -70,9 +73,14 @@ def build_role_subgraph(runtime: TeamRuntime, role: Role) -> CompiledStateGraph:
     gated = work_tool_names(runtime, role) if role.require_plan else set()
     model = runtime.model_for(role)
     bound = model.bind_tools(list(tools.values())) if tools else model
+    budget = context_budget(model=model, policy=runtime.policy, counter=runtime.token_counter, tools=[*tools.values()])
 
     def call_model(state: StepState, config: RunnableConfig) -> dict[str, Any]:
-        return {"new": [bound.invoke(state["messages"], config)]}
+        messages, notices = state["messages"], []
+        if role.is_leader:
+            messages, notices = with_budget(messages, team=state["view"]["team"], agents=state["view"]["agents"])
+        answer = call_within_context(bound, messages, model=model, budget=budget, config=config)
+        return {"new": [*notices, *answer]}
 
     def call_tools(state: StepState, config: RunnableConfig) -> dict[str, Any]:
         view = state["view"]
@@ -209,11 +217,12 @@ def run_step(
             outbox.append({**failed, "agent": name, "error": f"{type(exc).__name__}: {exc}"})
             break
         step_messages: list[AnyMessage] = result["new"]
-        ai = step_messages[0]
-        answered = {m.tool_call_id for m in step_messages[1:]}
+        at = answer_index(step_messages)  # NOTE: compaction markers and notices come first
+        ai = step_messages[at]
+        answered = {m.tool_call_id for m in step_messages[at + 1 :]}
         calls = [c["id"] for c in ai.tool_calls] + [c["id"] for c in ai.invalid_tool_calls]
         summary = effects.step(
-            message_index=len(new),  # made relative to the history's end below
+            message_index=len(new) + at,  # made relative to the history's end below
             ended_turn=not calls,
             tool_calls=len(calls),
             deferred=[c for c in calls if c not in answered],

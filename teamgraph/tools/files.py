@@ -32,6 +32,28 @@ def resolve_inside(root: Path, path: str) -> Path:
     return target
 
 
+def read_range(text: str, path: str, *, offset: int, limit: int) -> str:
+    """``limit`` characters of ``text`` from ``offset`` (at most ``MAX_READ_CHARS``), saying how to read on.
+
+    Args:
+        text: The file's text.
+        path: The path the caller gave (repeated in the note).
+        offset: The first character.
+        limit: How many characters.
+
+    Returns:
+        The range, with a note when the file goes on after it.
+    """
+    if offset < 0 or limit < 1:
+        raise fail(f"offset must be >= 0 and limit >= 1 (got offset={offset}, limit={limit}).")
+    end = offset + min(limit, MAX_READ_CHARS)
+    if end >= len(text):
+        return text[offset:]
+    return text[offset:end] + (
+        f"\n[... truncated: {len(text)} characters in all; call read_file(path={path!r}, offset={end}) to read on]"
+    )
+
+
 def make_file_tools(runtime: TeamRuntime) -> list[BaseTool]:
     """Build ``read_file``, ``write_file`` and ``list_files`` over the project folder.
 
@@ -47,19 +69,18 @@ def make_file_tools(runtime: TeamRuntime) -> list[BaseTool]:
         return runtime.project_dir
 
     @tool
-    def read_file(path: str) -> str:
-        """Read a text file from the project folder.
+    def read_file(path: str, offset: int = 0, limit: int = MAX_READ_CHARS) -> str:
+        """Read a text file from the project folder, or a range of its characters.
 
         Args:
             path: Path relative to the project folder.
+            offset: The first character to read (0: the start); to read on after a cut.
+            limit: How many characters to read at most.
         """
         target = resolve_inside(root(), path)
         if not target.is_file():
             raise fail(f"No file '{path}' in the project folder. Use list_files to see what exists.")
-        text = target.read_text(encoding="utf-8", errors="replace")
-        if len(text) > MAX_READ_CHARS:
-            return text[:MAX_READ_CHARS] + f"\n[... truncated: {len(text)} characters in all]"
-        return text
+        return read_range(target.read_text(encoding="utf-8", errors="replace"), path, offset=offset, limit=limit)
 
     @tool
     def write_file(path: str, content: str) -> str:

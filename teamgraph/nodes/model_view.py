@@ -1,0 +1,219 @@
+"""An agent's context budget and what its model sees of its history.
+
+The model's view of a history is: the latest compaction summary (stored in the history
+as a marker, see ``teamgraph.nodes.compaction``), then the messages after its cut,
+with tool results too large for the window cut to size and a note on how to read
+the rest. Nothing here changes a stored history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypedDict
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages.utils import count_tokens_approximately
+
+from teamgraph.models.calls import COMPACTION_KEY
+from teamgraph.policy import Policy
+
+DEFAULT_CONTEXT_TOKENS = 100_000
+"""The window assumed when neither the policy nor the model's profile gives one."""
+TOOL_RESULT_SHARE = 0.1
+"""A tool result larger than this share of the window is truncated for the model."""
+SUMMARY_HEADER = (
+    "[Summary of your earlier conversation: older messages were compacted to fit your context "
+    "window. Continue from here.]"
+)
+TokenCounter = Callable[[Sequence[BaseMessage]], int]
+
+
+class CompactionRecord(TypedDict):
+    """What a compaction marker stores next to its summary (the marker's content).
+
+    Attributes:
+        number: 1 for the agent's first compaction, then 2, ...
+        keep_from: Index, in the agent's history, of the first message kept verbatim.
+        ai_turns: The agent's AI turns before ``keep_from`` (the summary replaces them).
+        compacted: How many messages the summary replaced.
+        tokens_before: The view's tokens when the compaction started.
+        reason: ``"threshold"`` or ``"context_length_exceeded"`` (the provider refused).
+    """
+
+    number: int
+    keep_from: int
+    ai_turns: int
+    compacted: int
+    tokens_before: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class ContextBudget:
+    """An agent's context window and how its calls are counted.
+
+    Attributes:
+        window: Tokens a model call may use.
+        threshold: Share of ``window`` past which the history is compacted.
+        counter: Counts the tokens of messages.
+        overhead: Tokens every call carries besides its messages (the tool schemas).
+    """
+
+    window: int
+    threshold: float
+    counter: TokenCounter
+    overhead: int = 0
+
+    def count(self, messages: Sequence[BaseMessage]) -> int:
+        """The tokens of a call sending ``messages``."""
+        return self.counter(messages) + self.overhead
+
+    @property
+    def limit(self) -> int:
+        """Tokens past which a call's view is compacted."""
+        return int(self.window * self.threshold)
+
+    @property
+    def tool_result_tokens(self) -> int:
+        """Tokens past which one tool result is truncated for the model."""
+        return max(1, int(self.window * TOOL_RESULT_SHARE))
+
+
+def context_window(model: BaseChatModel, policy: Policy) -> int:
+    """``Policy.context_tokens``, else the model profile's ``max_input_tokens``, else 100 000."""
+    if policy.context_tokens is not None:
+        return policy.context_tokens
+    profile = getattr(model, "profile", None) or {}
+    return int(profile.get("max_input_tokens") or DEFAULT_CONTEXT_TOKENS)
+
+
+def approximate_counter(messages: Sequence[BaseMessage]) -> int:
+    """LangChain's approximate counter, scaled by the provider's reported usage when known.
+
+    NOTE: not ChatOpenAI's tiktoken counter: tiktoken downloads its encodings on
+    first use, and a model call must not depend on the network for counting.
+    """
+    return count_tokens_approximately(messages, use_usage_metadata_scaling=True)
+
+
+def context_budget(
+    *, model: BaseChatModel, policy: Policy, counter: TokenCounter | None = None, tools: Sequence[Any] = ()
+) -> ContextBudget:
+    """The context budget of an agent talking to ``model``.
+
+    Args:
+        model: The agent's chat model (its profile may name its window).
+        policy: The team's policy (``context_tokens``, ``context_threshold``).
+        counter: A token counter of messages (tests inject a fake one); None:
+            ``approximate_counter``, plus the tool schemas' tokens with every call.
+        tools: The tools bound to the model.
+
+    Returns:
+        The budget.
+    """
+    # NOTE: the schemas are counted once here: converting them costs more than
+    # counting a whole view, and one message's size must not include them.
+    overhead = count_tokens_approximately([], tools=list(tools)) if counter is None and tools else 0
+    return ContextBudget(
+        window=context_window(model, policy),
+        threshold=policy.context_threshold,
+        counter=counter or approximate_counter,
+        overhead=overhead,
+    )
+
+
+# --- the model's view -----------------------------------------------------------
+
+
+def compaction_of(message: BaseMessage) -> CompactionRecord | None:
+    """The record of a compaction marker stored in a history, or None."""
+    record = message.additional_kwargs.get(COMPACTION_KEY)
+    return record if isinstance(message, AIMessage) and isinstance(record, dict) else None  # type: ignore[return-value]
+
+
+def without_markers(history: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """The full conversation: every message except the compaction markers."""
+    return [m for m in history if compaction_of(m) is None]
+
+
+def answer_index(step_messages: Sequence[BaseMessage]) -> int:
+    """Index of the model's answer among a step's messages (markers may come first)."""
+    return next(i for i, m in enumerate(step_messages) if isinstance(m, AIMessage) and compaction_of(m) is None)
+
+
+def latest_compaction(history: Sequence[BaseMessage]) -> AIMessage | None:
+    """The newest compaction marker of a history, or None."""
+    for message in reversed(history):
+        if compaction_of(message) is not None:
+            return message  # type: ignore[return-value]
+    return None
+
+
+def summary_message(marker: AIMessage) -> HumanMessage:
+    """How the model sees a stored summary: a user-role message first in its view."""
+    return HumanMessage(f"{SUMMARY_HEADER}\n\n{marker.text}", additional_kwargs={COMPACTION_KEY: compaction_of(marker)})
+
+
+def _tail(history: Sequence[BaseMessage]) -> tuple[AIMessage | None, list[tuple[int, BaseMessage]]]:
+    """The newest marker and the (history index, message) pairs the model sees verbatim."""
+    marker = latest_compaction(history)
+    start = compaction_of(marker)["keep_from"] if marker is not None else 0  # type: ignore[index]
+    return marker, [(i, history[i]) for i in range(start, len(history)) if compaction_of(history[i]) is None]
+
+
+def truncate_tool_result(message: ToolMessage, *, budget: ContextBudget, call: Mapping[str, Any] | None) -> ToolMessage:
+    """``message`` as the model sees it: cut to the budget, with a note on how to read the rest.
+
+    Args:
+        message: A tool result from the history (never changed).
+        budget: The agent's budget (``tool_result_tokens``).
+        call: The tool call it answers (name and args), when known.
+
+    Returns:
+        ``message`` itself when it fits, else a truncated copy.
+    """
+    tokens = budget.counter([message])
+    if tokens <= budget.tool_result_tokens:
+        return message
+    text = message.text
+    keep = int(len(text) * budget.tool_result_tokens / tokens * 0.9)
+    if call and call.get("name") == "read_file":
+        args = call.get("args", {})
+        start = int(args.get("offset") or 0) + keep
+        how = f"call read_file(path={args.get('path')!r}, offset={start}) to read on from there"
+    else:
+        how = "ask the tool for a narrower result (a smaller range, a filter) to see the rest"
+    note = (
+        f"\n\n[teamgraph: this tool result has {len(text)} characters, too many for your context "
+        f"window; only the first {keep} are shown (the rest is stored, not lost): {how}.]"
+    )
+    return message.model_copy(update={"content": text[:keep] + note})
+
+
+def view_entries(
+    history: Sequence[BaseMessage], budget: ContextBudget
+) -> tuple[AIMessage | None, list[tuple[int, BaseMessage]]]:
+    """The newest marker and the (history index, message as the model sees it) pairs after its cut."""
+    marker, tail = _tail(history)
+    calls = {c["id"]: c for _, m in tail if isinstance(m, AIMessage) for c in m.tool_calls}
+    return marker, [
+        (i, truncate_tool_result(m, budget=budget, call=calls.get(m.tool_call_id)) if isinstance(m, ToolMessage) else m)
+        for i, m in tail
+    ]
+
+
+def model_view(history: Sequence[BaseMessage], *, budget: ContextBudget) -> list[BaseMessage]:
+    """What the model sees of ``history`` after its system prompt: the latest summary, then the rest.
+
+    Args:
+        history: The agent's stored history, markers included.
+        budget: The agent's budget (tool results above its share are truncated).
+
+    Returns:
+        The messages to send after the system prompt.
+    """
+    marker, entries = view_entries(history, budget)
+    head = [summary_message(marker)] if marker is not None else []
+    return [*head, *(m for _, m in entries)]

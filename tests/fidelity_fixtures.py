@@ -1,0 +1,39 @@
+"""Helpers to assert on envelopes by their fields (title, sender, ids, tag, body), not their wording."""
+
+from __future__ import annotations
+
+from teamgraph.messaging.envelopes import Envelope, parse
+
+
+def env(title: str, sender: str, tag: str, body: str, **fields: str) -> Envelope:
+    """The envelope a test expects: ``env("Result", "UI Operator_1", "Output", "Done.", id="out_1")``."""
+    return Envelope(title=title, sender=sender, fields=fields, tag=tag, body=body)
+
+
+def parsed(text: str) -> Envelope:
+    """``text`` read back as one envelope (fails the test if it is not one)."""
+    envelope = parse(text)
+    assert envelope is not None, f"not an envelope: {text!r}"
+    return envelope
+
+
+def envelopes_in(run, name: str) -> list[Envelope]:
+    """Every envelope that reached ``name`` (notices and user input left out), in order."""
+    chunks = [chunk for text in run.inbox_texts(name) for chunk in text.split("\n\n")]
+    return [e for e in map(parse, chunks) if e is not None]
+
+
+def has_envelope(text: str, **want: str) -> bool:
+    """Whether ``text`` (one or several envelopes) holds an envelope with every field in ``want``.
+
+    ``want`` names envelope keys (``title``, ``sender``, ``tag``, ``body``) or header
+    fields (``id``, ``to``, ``respond``, ``note``): ``has_envelope(text, title="Result", id="out_1")``.
+    """
+    for chunk in text.split("\n\n"):
+        envelope = parse(chunk)
+        if envelope is None:
+            continue
+        flat = {**envelope["fields"], **{k: v for k, v in envelope.items() if k != "fields"}}
+        if all(flat.get(key) == value for key, value in want.items()):
+            return True
+    return False

@@ -37,3 +37,22 @@ def has_envelope(text: str, **want: str) -> bool:
         if all(flat.get(key) == value for key, value in want.items()):
             return True
     return False
+
+
+Brief = tuple[str, str, str, str, str]
+"""An envelope in short: (title, sender, id or to, tag, body)."""
+
+
+def brief(title: str, sender: str, tag: str, body: str, ref: str = "") -> Brief:
+    """The short form a test expects: ``brief("Call", "Team Leader", "Call", "Hi", "ask_1")``."""
+    return (title, sender, ref, tag, body)
+
+
+def briefs_in(run, name: str) -> list[Brief | str]:
+    """Everything that reached ``name``, one item per envelope: its short form, or the text of a notice."""
+    out: list[Brief | str] = []
+    for chunk in (c for text in run.inbox_texts(name) for c in text.split("\n\n")):
+        e = parse(chunk)
+        ref = (e["fields"].get("id") or e["fields"].get("to") or "") if e else ""
+        out.append(chunk if e is None else (e["title"], e["sender"], ref, e["tag"], e["body"]))
+    return out

@@ -56,3 +56,33 @@ def briefs_in(run, name: str) -> list[Brief | str]:
         ref = (e["fields"].get("id") or e["fields"].get("to") or "") if e else ""
         out.append(chunk if e is None else (e["title"], e["sender"], ref, e["tag"], e["body"]))
     return out
+
+
+def template_fields(text: str) -> dict[str, str] | None:
+    """A sessions_send request read back: its header fields, ``user request``, ``message``, ``context summary``.
+
+    None if ``text`` does not follow the request template.
+    """
+    lines = text.split("\n")
+    if lines[0] != "[Agent-to-agent communication]" or lines.count("---") != 2:
+        return None
+    first, second = lines.index("---"), len(lines) - 1 - lines[::-1].index("---")
+    fields = dict(line.split(": ", 1) for line in lines[1:first])
+    fields["user request"] = lines[first + 1].removeprefix("user request: ")
+    fields["message"] = "\n".join(lines[first + 2 : second])
+    fields["context summary"] = "\n".join(lines[second + 1 :]).removeprefix("context summary: ")
+    return fields
+
+
+def received(run, name: str) -> list:
+    """Everything that reached ``name``: envelopes as dicts (a request template's body as its fields,
+    without the ``respond`` wording), notices as their text."""
+    out: list = []
+    for chunk in (c for text in run.inbox_texts(name) for c in text.split("\n\n")):
+        e = parse(chunk)
+        if e is None:
+            out.append(chunk)
+            continue
+        fields = {k: v for k, v in e["fields"].items() if k != "respond"}
+        out.append({**e, "fields": fields, "body": template_fields(e["body"]) or e["body"]})
+    return out

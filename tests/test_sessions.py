@@ -6,8 +6,9 @@
 ``ANNOUNCE_SKIP``), the errors worded as seed 004 words them, and wait cycles that mix
 tools.
 
-Built-in members have no sessions tools: the ``liaison`` role (conftest.py,
-``tools: [member, files, protocols, sessions]``) gives them to ``Liaison_N``. Every
+Every built-in role has the sessions tools (the spec gives them to every agent); the
+``liaison`` role (conftest.py, ``tools: [member, files, protocols, sessions]``) is a
+member role without the collaboration tools. Every
 scenario runs a whole team with a ScriptedChatModel and a FakeClock that scripted
 turns advance (``after_seconds``); ``clocked_team`` checks after every run that each
 history holds each message once and that the delivery records match the histories.
@@ -75,7 +76,7 @@ def ping(sender: str, body: str, note: str) -> dict:
 # --- who has which tools -------------------------------------------------------------------
 
 
-def test_the_leader_has_collaboration_and_sessions_managers_have_collaboration(clocked_team):
+def test_every_built_in_role_has_the_sessions_tools_and_managers_have_collaboration(clocked_team):
     runtime = clocked_team({}).team.runtime
 
     def names(role_id: str) -> set[str]:
@@ -83,11 +84,12 @@ def test_the_leader_has_collaboration_and_sessions_managers_have_collaboration(c
 
     assert names("team-leader") >= COLLABORATION | SESSIONS | {"send_message"}
     for role_id in ("project-manager", "task-manager"):
-        assert names(role_id) >= COLLABORATION | {"send_message"}
-        assert not names(role_id) & SESSIONS
+        assert names(role_id) >= COLLABORATION | SESSIONS | {"send_message"}
+    for role_id in runtime.roles:
+        assert names(role_id) >= SESSIONS, role_id
     assert names("liaison") >= SESSIONS | {"send_message"}
     assert not names("liaison") & COLLABORATION
-    assert not names("researcher") & (COLLABORATION | SESSIONS)
+    assert not names("researcher") & COLLABORATION
 
 
 # --- sessions_list -------------------------------------------------------------------------

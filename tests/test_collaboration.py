@@ -410,7 +410,7 @@ def test_shutdown_request_and_shutdown_response_are_message_types(clocked_team, 
     )
     run.send("Wrap up")
 
-    assert run.tool_result(LEADER, "send_message") == "Shutdown request sent to Researcher_1 (status: pending)."
+    assert run.tool_result(LEADER, "send_message") == "Shutdown request shutdown_1 sent to 'Researcher_1' (status: pending)"
     assert briefs_in(run, R1)[0] == brief("Shutdown request", LEADER, "ShutdownRequest", "Your part is done.", "shutdown_1")
     assert errors_of(run, R1) == ["Error: Give a reason (content) when you reject a shutdown request."]
     record = run.request("shutdown_1")

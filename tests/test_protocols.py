@@ -374,9 +374,8 @@ def test_shutdown_approved_the_member_finishes_its_step_and_shuts_down(hitl_team
     out = run.send("Go")
 
     assert run.interrupt_of(out) is None
-    assert run.tool_texts(LEADER, "shutdown_request") == [
-        "Shutdown request sent to Researcher_1 (status: pending). Check it with check_shutdown_status."
-    ]
+    # The request id at once, in the team protocols' words.
+    assert run.tool_texts(LEADER, "shutdown_request") == ["Shutdown request shutdown_1 sent to 'Researcher_1' (status: pending)"]
     request = next(e for e in envelopes_in(run, MEMBER) if e["tag"] == "ShutdownRequest")
     assert (request["sender"], request["fields"]["id"], request["body"]) == (LEADER, "shutdown_1", "Your part is done.")
     assert "shutdown_response" in request["fields"]["respond"]
@@ -393,11 +392,11 @@ def test_shutdown_approved_the_member_finishes_its_step_and_shuts_down(hitl_team
     assert any("Notice · Researcher_1 approved shutdown_1 and shut down." in t for t in run.inbox_texts(LEADER))
     status = shutdown_status(run)
     assert status == {
-        "id": "shutdown_1",
-        "to": MEMBER,
+        "request_id": "shutdown_1",
+        "target": MEMBER,
         "status": "approved",
         "answer": "",
-        "opened_at": "2030-01-01T09:00:00+00:00",
+        "timestamp": "2030-01-01T09:00:00+00:00",
         "deadline": "2030-01-01T09:01:00+00:00",
     }
     assert run.tool_texts(LEADER, "send_message_to_sub_agent")[0].startswith(

@@ -1,4 +1,4 @@
-"""Team protocols (seed 003): plans, approvals, shutdowns, escalation, the task board.
+"""Team protocols (docs/protocols.md, "Shutdown" and "Plans"): plans, approvals, shutdowns, escalation, the task board.
 
 Every protocol is a request with an id, a tracker entry that moves from
 ``pending`` to a closed status once, and a response that names the id. Who
@@ -20,6 +20,8 @@ from teamgraph.messaging.envelopes import LEADER
 from teamgraph.protocols.requests import (
     APPROVAL,
     ASK,
+    COUNTER,
+    ID_PREFIX,
     MEMBER_PLAN,
     PLAN,
     SHUTDOWN,
@@ -61,10 +63,44 @@ def _request_to_me(view: View, request_id: str, kinds: tuple[str, ...]) -> dict:
     return record
 
 
-def _shutdown_request(view: View, display_name: str, reason: str) -> dict:
-    """The effect that asks an active member to shut down (shutdown_request, send_message)."""
+def next_request_id(view: View, kind: str) -> str:
+    """The id the router gives a request the Team Leader opens with its current tool call.
+
+    NOTE: ids come from one counter per thread, advanced in the order the router
+    applies effects: the leader's first (it is agent 0, and its step is one model
+    call), in call order. So the leader's next id is the counter plus the requests
+    its earlier calls of this step opened, plus one. A member cannot know: other
+    members' requests of the same superstep may come before its own.
+
+    Args:
+        view: The leader's view of the team.
+        kind: The request kind (``shutdown``, ...).
+    """
+    if caller(view) != LEADER:
+        raise ValueError("only the Team Leader's request ids are known when its tool call runs")
+    opened = sum(1 for e in view["effects"] if e["kind"] == effects.OPEN)
+    number = view["team"].get("counters", {}).get(COUNTER, 0) + opened + 1
+    return f"{ID_PREFIX.get(kind, kind)}_{number}"
+
+
+def _shutdown_request(view: View, display_name: str, reason: str, tool_call_id: str):
+    """Ask an active member to shut down; the result names the request id (shutdown_request, send_message)."""
     require_member(view, display_name)
-    return effects.open_request(request_kind=SHUTDOWN, to=display_name, body=reason or "Your work is no longer needed.")
+    request_id = next_request_id(view, SHUTDOWN)
+    return reply(
+        f"Shutdown request {request_id} sent to '{display_name}' (status: pending)",
+        tool_call_id,
+        effects.open_request(request_kind=SHUTDOWN, to=display_name, body=reason or "Your work is no longer needed."),
+    )
+
+
+def broadcast(view: View, content: str, tool_call_id: str):
+    """Deliver ``content`` to every other active member (send_message's ``broadcast`` type)."""
+    members = [n for n in active_members(view) if n != caller(view)]
+    if not members:
+        raise fail("No active member to broadcast to.")
+    sent = [effects.deliver(to=n, body=content) for n in members]
+    return reply(f"Broadcast to {len(members)} member(s): {', '.join(members)}.", tool_call_id, *sent)
 
 
 def _response(
@@ -131,7 +167,7 @@ def _request_approval_tool() -> BaseTool:
 
 
 MESSAGE_TYPES = ("message", "broadcast", "shutdown_request", "shutdown_response", "plan_approval_response")
-"""The message types of seed 003."""
+"""The message types of the team protocols (docs/protocols.md, "Message types")."""
 
 
 def _send_message_tool() -> BaseTool:
@@ -145,7 +181,7 @@ def _send_message_tool() -> BaseTool:
         request_id: str | None = None,
         approve: bool | None = None,
     ):
-        """Send a typed message (seed 003): message, broadcast, or a protocol message.
+        """Send a typed message: message, broadcast, or a protocol message.
 
         Args:
             to: The receiver's display name ("*" or anything for a broadcast).
@@ -159,11 +195,7 @@ def _send_message_tool() -> BaseTool:
         if msg_type not in MESSAGE_TYPES:
             raise fail(f"Unknown message type '{msg_type}'. Valid types: {', '.join(MESSAGE_TYPES)}.")
         if msg_type == "broadcast":
-            members = [n for n in active_members(view) if n != me]
-            if not members:
-                raise fail("No active member to broadcast to.")
-            sent = [effects.deliver(to=n, body=content) for n in members]
-            return reply(f"Broadcast to {len(members)} member(s): {', '.join(members)}.", tool_call_id, *sent)
+            return broadcast(view, content, tool_call_id)
         if msg_type == "message":
             if to != LEADER:
                 require_member(view, to)
@@ -173,7 +205,7 @@ def _send_message_tool() -> BaseTool:
         if msg_type == "shutdown_request":
             if me != LEADER:
                 raise fail("Only the Team Leader sends shutdown requests.")
-            return reply(f"Shutdown request sent to {to} (status: pending).", tool_call_id, _shutdown_request(view, to, content))
+            return _shutdown_request(view, to, content, tool_call_id)
         if request_id is None or approve is None:
             raise fail(f"A {msg_type} needs request_id and approve (true or false).")
         kinds = (SHUTDOWN,) if msg_type == "shutdown_response" else (MEMBER_PLAN, APPROVAL)
@@ -253,15 +285,11 @@ def make_leader_protocol_tools(runtime: TeamRuntime) -> list[BaseTool]:
             display_name: The member's display name.
             reason: Why (e.g. "your part is done").
         """
-        return reply(
-            f"Shutdown request sent to {display_name} (status: pending). Check it with check_shutdown_status.",
-            tool_call_id,
-            _shutdown_request(view, display_name, reason),
-        )
+        return _shutdown_request(view, display_name, reason, tool_call_id)
 
     @tool
     def check_shutdown_status(request_id: str, view: Annotated[View, InjectedState("view")]) -> str:
-        """The status of a shutdown request.
+        """The status of a shutdown request: request_id, target, status, timestamp, answer, deadline.
 
         Args:
             request_id: The id, e.g. "shutdown_4".
@@ -270,7 +298,15 @@ def make_leader_protocol_tools(runtime: TeamRuntime) -> list[BaseTool]:
         if record is None or record["kind"] != SHUTDOWN:
             ids = [r for r, rec in view["requests"].items() if rec["kind"] == SHUTDOWN]
             raise fail(f"Unknown shutdown request '{request_id}'. Shutdown requests: {', '.join(ids) or 'none'}.")
-        return json.dumps({k: record[k] for k in ("id", "to", "status", "answer", "opened_at", "deadline")}, ensure_ascii=False)
+        status = {
+            "request_id": record["id"],
+            "target": record["to"],
+            "status": record["status"],
+            "timestamp": record["opened_at"],
+            "answer": record["answer"],
+            "deadline": record.get("deadline"),
+        }
+        return json.dumps(status, ensure_ascii=False)
 
     @tool
     def escalate_to_user(

@@ -136,9 +136,15 @@ def without_control_words(text: str) -> str:
     Returns:
         The rest of the text, stripped; empty if it held nothing but control words.
     """
-    for pattern in _CONTROL_WORD.values():
-        text = pattern.sub("", text)
-    return "\n".join(line.rstrip() for line in text.strip().splitlines()).strip()
+    kept = []
+    for line in text.splitlines():
+        rest = line
+        for pattern in _CONTROL_WORD.values():
+            rest = pattern.sub("", rest)
+        # NOTE: a line that held only control words goes, so no blank line is left behind.
+        if rest.strip() or not line.strip():
+            kept.append(rest.rstrip())
+    return "\n".join(kept).strip()
 
 
 def request(kind: str, sender: str, request_id: str, body: str, *, reply_via: str = "tool", style: str | None = None) -> str:

@@ -139,15 +139,21 @@ def test_the_leader_takes_part_in_a_ping_pong_it_started(clocked_team):
             LEADER: [
                 act(call("create_sub_agent", role_id="researcher")),
                 act(call("sessions_send", sessionKey=R1, message="REST or GraphQL?")),
-                "And for the admin API? REPLY_SKIP",
+                "And for the admin API?",
                 *quiet(),
             ],
-            R1: ["REST.", "(spare)", "(spare)"],
+            R1: ["REST.", "REST too. REPLY_SKIP", "(spare)"],
         }
     )
     run.send("Go")
 
-    assert [e["title"] for e in envelopes_in(run, R1)] == ["Question", "Reply"]
+    assert run.tool_result(LEADER, "sessions_send") == "Researcher_1 replied (out_1):\nREST."
+    [question, round_2] = envelopes_in(run, R1)
+    assert (question["title"], question["fields"]["id"]) == ("Question", "ask_1")
+    assert (round_2["title"], round_2["sender"], round_2["fields"]["to"], round_2["body"]) == ("Reply", LEADER, "ask_1", "And for the admin API?")
+    # The member's REPLY_SKIP ended it: nothing more is forwarded, and the leader's round-2 text was not a user reply.
+    assert run.values["team"].get("conversations", {}) == {}
+    assert "And for the admin API?" not in run.user_replies()
 
 
 # --- sessions: the request template and the errors ---------------------------------------------

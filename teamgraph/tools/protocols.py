@@ -94,6 +94,11 @@ def _shutdown_request(view: View, display_name: str, reason: str, tool_call_id: 
     )
 
 
+def plan_submitted(request_id: str) -> str:
+    """What submitting a plan returns at once, in the team protocols' words (for the router's call site)."""
+    return f"Plan submitted (request_id={request_id}). Waiting for lead approval."
+
+
 def broadcast(view: View, content: str, tool_call_id: str):
     """Deliver ``content`` to every other active member (send_message's ``broadcast`` type)."""
     members = [n for n in active_members(view) if n != caller(view)]

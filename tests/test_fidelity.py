@@ -17,7 +17,13 @@ from langchain_core.messages import HumanMessage
 from scripting import act, after_seconds, call, quiet
 
 from teamgraph.messaging import envelopes
-from teamgraph.messaging.envelopes import ANNOUNCE_SKIP, ENVELOPE_KEY, REPLY_SKIP, has_control_word, without_control_words
+from teamgraph.messaging.envelopes import (
+    ANNOUNCE_SKIP,
+    ENVELOPE_KEY,
+    REPLY_SKIP,
+    has_control_word,
+    without_control_words,
+)
 from teamgraph.tools import TOOL_SET_FACTORIES, tools_for_role
 from teamgraph.tools.context import View
 from teamgraph.tools.sessions import communication_failed, timed_out, unknown_target
@@ -38,9 +44,14 @@ NEEDS_ROUTER = "needs router call site: {}"
 @pytest.mark.parametrize(
     "text, expected",
     [
-        (envelopes.output("UI Operator_1", "out_7", "Analysing the style.", final=False),
-         env("Progress", "UI Operator_1", "Output", "Analysing the style.", id="out_7")),
-        (envelopes.output("UI Operator_1", "out_8", "Done.", final=True), env("Result", "UI Operator_1", "Output", "Done.", id="out_8")),
+        (
+            envelopes.output("UI Operator_1", "out_7", "Analysing the style.", final=False),
+            env("Progress", "UI Operator_1", "Output", "Analysing the style.", id="out_7"),
+        ),
+        (
+            envelopes.output("UI Operator_1", "out_8", "Done.", final=True),
+            env("Result", "UI Operator_1", "Output", "Done.", id="out_8"),
+        ),
         (envelopes.task(LEADER, "Design the page."), env("Task", LEADER, "Task", "Design the page.")),
         (envelopes.message(LEADER, "Use blue."), env("Message", LEADER, "Message", "Use blue.")),
         (envelopes.reply(R1, "ask_2", "Yes.", late=True), env("Late reply", R1, "Reply", "Yes.", to="ask_2")),
@@ -56,7 +67,14 @@ def test_an_envelope_has_its_id_and_its_tags_on_lines_of_their_own_and_no_blank_
 
     lines = question.split("\n")
     assert lines[:2] == ["Question from Full-Stack Engineer_1", "id: ask_3"]
-    assert lines[3:] == ["<Full-Stack Engineer_1>", "<Ask>", "JWT or session cookies?", "Or both?", "</Ask>", "</Full-Stack Engineer_1>"]
+    assert lines[3:] == [
+        "<Full-Stack Engineer_1>",
+        "<Ask>",
+        "JWT or session cookies?",
+        "Or both?",
+        "</Ask>",
+        "</Full-Stack Engineer_1>",
+    ]
     assert "answer_sub_agent_question" in parsed(question)["fields"]["respond"]
     assert "\n\n" not in question
     assert envelopes.parse("Notice · Researcher_1 finished.") is None
@@ -77,7 +95,10 @@ def test_the_leader_gets_one_message_per_output_so_it_sees_every_id(run_team):
     run = run_team(
         {
             LEADER: [
-                act(call("create_sub_agent", role_id="researcher", task="A."), call("create_sub_agent", role_id="ui-operator", task="B.")),
+                act(
+                    call("create_sub_agent", role_id="researcher", task="A."),
+                    call("create_sub_agent", role_id="ui-operator", task="B."),
+                ),
                 *quiet(),
             ],
             R1: ["A done."],
@@ -107,7 +128,11 @@ def test_a_reply_that_contains_reply_skip_ends_the_ping_pong(clocked_team):
     run = clocked_team(
         {
             LEADER: [CREATE_LIAISON_AND_RESEARCHER, *quiet()],
-            LIAISON: [act(call("sessions_send", sessionKey=R1, message="Shall we use REST?")), "Thanks, that is all. REPLY_SKIP", *["(spare)"] * 3],
+            LIAISON: [
+                act(call("sessions_send", sessionKey=R1, message="Shall we use REST?")),
+                "Thanks, that is all. REPLY_SKIP",
+                *["(spare)"] * 3,
+            ],
             R1: ["Yes, REST.", *["(spare)"] * 3],
         }
     )
@@ -132,7 +157,9 @@ def test_a_run_result_that_contains_announce_skip_is_not_announced(clocked_team)
     assert not any(e["sender"] == "Liaison_2" for e in envelopes_in(run, LIAISON) + envelopes_in(run, LEADER))
 
 
-@pytest.mark.xfail(strict=True, reason=NEEDS_ROUTER.format("close_reply starts a ping-pong when the leader is the asker"))
+@pytest.mark.xfail(
+    strict=True, reason=NEEDS_ROUTER.format("close_reply starts a ping-pong when the leader is the asker")
+)
 def test_the_leader_takes_part_in_a_ping_pong_it_started(clocked_team):
     run = clocked_team(
         {
@@ -150,7 +177,12 @@ def test_the_leader_takes_part_in_a_ping_pong_it_started(clocked_team):
     assert run.tool_result(LEADER, "sessions_send") == "Researcher_1 replied (out_1):\nREST."
     [question, round_2] = envelopes_in(run, R1)
     assert (question["title"], question["fields"]["id"]) == ("Question", "ask_1")
-    assert (round_2["title"], round_2["sender"], round_2["fields"]["to"], round_2["body"]) == ("Reply", LEADER, "ask_1", "And for the admin API?")
+    assert (round_2["title"], round_2["sender"], round_2["fields"]["to"], round_2["body"]) == (
+        "Reply",
+        LEADER,
+        "ask_1",
+        "And for the admin API?",
+    )
     # The member's REPLY_SKIP ended it: nothing more is forwarded, and the leader's round-2 text was not a user reply.
     assert run.values["team"].get("conversations", {}) == {}
     assert "And for the admin API?" not in run.user_replies()
@@ -166,8 +198,13 @@ def test_a_sessions_send_carries_every_field_of_the_request_template(clocked_tea
             LIAISON: [
                 act(
                     call(
-                        "sessions_send", sessionKey=R1, message="Which endpoints are slow?", timeoutSeconds=60,
-                        purpose="knowledge query", userRequest="Make the API faster", contextSummary="We profile /search first.",
+                        "sessions_send",
+                        sessionKey=R1,
+                        message="Which endpoints are slow?",
+                        timeoutSeconds=60,
+                        purpose="knowledge query",
+                        userRequest="Make the API faster",
+                        contextSummary="We profile /search first.",
                     )
                 ),
                 "REPLY_SKIP",
@@ -201,12 +238,22 @@ def test_the_sessions_errors_carry_the_target_the_alternatives_and_what_to_do():
     assert "sessions_list" in unknown.splitlines()[-1]
 
     late = timed_out(R1, "ask_4", 120)
-    assert f'"{R1}"' in late.splitlines()[0] and "120 seconds" in late.splitlines()[0] and "ask_4" in late.splitlines()[0]
-    assert [line[:2] for line in late.splitlines() if line[:1].isdigit()] == ["1.", "2.", "1.", "2."]  # causes, suggestions
+    assert (
+        f'"{R1}"' in late.splitlines()[0] and "120 seconds" in late.splitlines()[0] and "ask_4" in late.splitlines()[0]
+    )
+    assert [line[:2] for line in late.splitlines() if line[:1].isdigit()] == [
+        "1.",
+        "2.",
+        "1.",
+        "2.",
+    ]  # causes, suggestions
     assert "sessions_spawn" in late
 
     failed = communication_failed(R1, "Researcher_1 is failed and did not answer.")
-    assert failed.splitlines()[:2] == [f'Communication with target agent "{R1}" failed.', "Error: Researcher_1 is failed and did not answer."]
+    assert failed.splitlines()[:2] == [
+        f'Communication with target agent "{R1}" failed.',
+        "Error: Researcher_1 is failed and did not answer.",
+    ]
     assert "sessions_spawn" in failed.splitlines()[-1]
 
 
@@ -215,7 +262,11 @@ def test_a_sessions_send_that_times_out_gets_the_spec_time_out_result(clocked_te
     run = clocked_team(
         {
             LEADER: [CREATE_LIAISON_AND_RESEARCHER, *quiet()],
-            LIAISON: [act(call("sessions_send", sessionKey=R1, message="Check the logs.", timeoutSeconds=30)), "Going on.", "Thanks."],
+            LIAISON: [
+                act(call("sessions_send", sessionKey=R1, message="Check the logs.", timeoutSeconds=30)),
+                "Going on.",
+                "Thanks.",
+            ],
             R1: [after_seconds(fake_clock, 60, act(call("list_files"))), "The logs are clean."],
         }
     )
@@ -224,7 +275,10 @@ def test_a_sessions_send_that_times_out_gets_the_spec_time_out_result(clocked_te
     assert run.tool_result(LIAISON, "sessions_send") == timed_out(R1, "ask_1", 30)
 
 
-@pytest.mark.xfail(strict=True, reason=NEEDS_ROUTER.format("end_agent closes sessions_send requests with sessions.communication_failed(...)"))
+@pytest.mark.xfail(
+    strict=True,
+    reason=NEEDS_ROUTER.format("end_agent closes sessions_send requests with sessions.communication_failed(...)"),
+)
 def test_a_sessions_send_whose_target_fails_gets_communication_failed(clocked_team):
     def provider_down(messages):
         raise RuntimeError("provider down")
@@ -238,7 +292,9 @@ def test_a_sessions_send_whose_target_fails_gets_communication_failed(clocked_te
     )
     run.send("Go")
 
-    assert run.tool_result(LIAISON, "sessions_send") == communication_failed(R1, "Researcher_1 is failed and did not answer.")
+    assert run.tool_result(LIAISON, "sessions_send") == communication_failed(
+        R1, "Researcher_1 is failed and did not answer."
+    )
 
 
 # --- shutdown and plans (team protocols) --------------------------------------------------------
@@ -250,7 +306,9 @@ def test_shutdown_request_names_the_request_id_the_router_gives_even_next_to_oth
         {
             LEADER: [
                 act(*(call("create_sub_agent", role_id="researcher", task=f"Part {n}.") for n in (1, 2, 3))),
-                act(call("shutdown_request", display_name=R1), call("shutdown_request", display_name=R2, reason="Done.")),
+                act(
+                    call("shutdown_request", display_name=R1), call("shutdown_request", display_name=R2, reason="Done.")
+                ),
                 act(call("shutdown_request", display_name=R3)),
                 *quiet(),
             ],
@@ -270,11 +328,17 @@ def test_shutdown_request_names_the_request_id_the_router_gives_even_next_to_oth
     ]
     requests = run.requests()
     assert {rid: (r["kind"], r["to"]) for rid, r in requests.items()} == {
-        "shutdown_1": ("shutdown", R1), "shutdown_2": ("shutdown", R2), "ask_3": ("ask", LEADER), "shutdown_4": ("shutdown", R3),
+        "shutdown_1": ("shutdown", R1),
+        "shutdown_2": ("shutdown", R2),
+        "ask_3": ("ask", LEADER),
+        "shutdown_4": ("shutdown", R3),
     }
 
 
-@pytest.mark.xfail(strict=True, reason=NEEDS_ROUTER.format("on_open answers a member_plan call at once with protocols.plan_submitted(id)"))
+@pytest.mark.xfail(
+    strict=True,
+    reason=NEEDS_ROUTER.format("on_open answers a member_plan call at once with protocols.plan_submitted(id)"),
+)
 def test_a_submitted_plan_returns_its_request_id_at_once(hitl_team, tmp_path):
     roles = tmp_path / "roles"
     roles.mkdir()
@@ -288,7 +352,10 @@ def test_a_submitted_plan_returns_its_request_id_at_once(hitl_team, tmp_path):
     )
     run.send("Go")
 
-    assert run.tool_result("Crew_1", "submit_plan") == "Plan submitted (request_id=member_plan_1). Waiting for lead approval."
+    assert (
+        run.tool_result("Crew_1", "submit_plan")
+        == "Plan submitted (request_id=member_plan_1). Waiting for lead approval."
+    )
 
 
 # --- the teammates tool set (agent-teams names) --------------------------------------------------
@@ -333,11 +400,15 @@ def test_leader_aliases_do_what_the_tools_they_alias_do(clocked_team):
     def run(tool, **args):
         return tool.func(view=view, tool_call_id="c1", **args)
 
-    assert run(aliases["spawn_teammate"], role="researcher", prompt="Survey.") == run(tools["create_sub_agent"], role_id="researcher", task="Survey.")
+    assert run(aliases["spawn_teammate"], role="researcher", prompt="Survey.") == run(
+        tools["create_sub_agent"], role_id="researcher", task="Survey."
+    )
     assert run(aliases["plan_approval"], request_id="member_plan_1", approve=False, feedback="Smaller.") == run(
         tools["review_plan"], request_id="member_plan_1", approve=False, feedback="Smaller."
     )
-    assert run(aliases["broadcast"], content="Stand-up.") == run(tools["send_message"], to="*", content="Stand-up.", msg_type="broadcast")
+    assert run(aliases["broadcast"], content="Stand-up.") == run(
+        tools["send_message"], to="*", content="Stand-up.", msg_type="broadcast"
+    )
     assert aliases["list_teammates"].func(view=view) == tools["sessions_list"].func(view=view)
     assert json.loads(aliases["read_inbox"].func(view=view)) == []
 
@@ -349,7 +420,10 @@ def test_a_member_uses_the_teammates_names_end_to_end(hitl_team, tmp_path):
     run = hitl_team(
         {
             LEADER: [
-                act(call("create_sub_agent", role_id="crew", task="Plan, then build."), call("create_sub_agent", role_id="researcher")),
+                act(
+                    call("create_sub_agent", role_id="crew", task="Plan, then build."),
+                    call("create_sub_agent", role_id="researcher"),
+                ),
                 "",
                 act(call("review_plan", request_id="member_plan_1", approve=True)),
                 *quiet(),
@@ -365,11 +439,20 @@ def test_a_member_uses_the_teammates_names_end_to_end(hitl_team, tmp_path):
     )
     run.send("Go")
 
-    assert [row["sessionKey"] for row in json.loads(run.tool_result("Crew_1", "list_teammates"))] == [LEADER, "Crew_1", R1]
+    assert [row["sessionKey"] for row in json.loads(run.tool_result("Crew_1", "list_teammates"))] == [
+        LEADER,
+        "Crew_1",
+        R1,
+    ]
     assert json.loads(run.tool_result("Crew_1", "read_inbox")) == []
     assert envelopes_in(run, R1) == [env("Message", "Crew_1", "Message", "Starting.")]
     record = run.request("member_plan_1")
-    assert (record["kind"], record["from"], record["tool"], record["status"]) == ("member_plan", "Crew_1", "submit_plan", "approved")
+    assert (record["kind"], record["from"], record["tool"], record["status"]) == (
+        "member_plan",
+        "Crew_1",
+        "submit_plan",
+        "approved",
+    )
     assert "member_plan_1" in run.tool_result("Crew_1", "plan_approval")
 
 
@@ -381,9 +464,26 @@ LEADER_PROMPT_SECTIONS = {
     "your role": ["strategist", "supervise"],
     "do it yourself vs delegate": ["Delegate by default", "Save your context", "read_file", "write_file"],
     "budget by complexity": ["3-10 tool calls", "10-15 tool calls"],
-    "every delegation states": ["Objective", "Output format", "Tools and scope", "Boundaries", "Context", "Bad:", "Good:"],
+    "every delegation states": [
+        "Objective",
+        "Output format",
+        "Tools and scope",
+        "Boundaries",
+        "Context",
+        "Bad:",
+        "Good:",
+    ],
     "working principles": ["you are their user", "Broad first, then narrow", "short", "ask_sub_agent"],
-    "honesty": ["own knowledge", "official", "third party", "certain", "not verified", "permission", "defects", "suspect your own"],
+    "honesty": [
+        "own knowledge",
+        "official",
+        "third party",
+        "certain",
+        "not verified",
+        "permission",
+        "defects",
+        "suspect your own",
+    ],
     "while members work": ["do not poll", "sleep", "end your turn with no text"],
     "failure modes": ["Role reversal", "Instruction echo", "Vague answers", "Loops"],
     "converge": ["terminate_sub_agent", "2-3 members"],

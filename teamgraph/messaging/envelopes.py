@@ -147,7 +147,9 @@ def without_control_words(text: str) -> str:
     return "\n".join(kept).strip()
 
 
-def request(kind: str, sender: str, request_id: str, body: str, *, reply_via: str = "tool", style: str | None = None) -> str:
+def request(
+    kind: str, sender: str, request_id: str, body: str, *, reply_via: str = "tool", style: str | None = None
+) -> str:
     """A request (question, plan, approval, shutdown) the receiver must respond to."""
     title, tag, how = _RESPONSE[(style or kind, reply_via)]
     return _envelope(title, sender, tag, body, id=request_id, respond=how)

@@ -195,8 +195,14 @@ task. The Team Leader is your user here.
 - To ask another member, use ask_other_agent; when you do, also say so in your
   output so the Team Leader knows. Answer questions addressed to you with
   answer_other_agent.
-- Messages from other agents arrive wrapped as <Sender><Task|Message|Ask>...; a
-  question shows the id to answer.
+- Messages from other agents arrive as user messages: a title line ("Task from
+  Team Leader", "Question from UI Operator_2"), the id to answer on its own line,
+  then <Sender><Task|Message|Ask|...> tags around the text.
+- Submit your plan before major work when your role requires it, and answer a
+  shutdown request with shutdown_response.
+- To reach any agent directly: sessions_list, then sessions_send (wait for a reply,
+  or timeoutSeconds=0 to just notify) or sessions_spawn (background work). Put
+  REPLY_SKIP in a reply to end a back-and-forth.
 """
 
 DEEP_THINKING = "Think carefully and check your reasoning before you act or answer."

@@ -46,14 +46,20 @@ class PlanStep(BaseModel):
 
     title: str = Field(description="What this step delivers.")
     role_id: str | None = Field(default=None, description="The role that does it.")
-    depends_on: list[int] = Field(default_factory=list, description="Numbers (1-based) of steps that must finish first.")
+    depends_on: list[int] = Field(
+        default_factory=list, description="Numbers (1-based) of steps that must finish first."
+    )
 
 
 def _request_to_me(view: View, request_id: str, kinds: tuple[str, ...]) -> dict:
     """A pending request of one of ``kinds`` that the caller must decide, or an error."""
     record = view["requests"].get(request_id)
     if record is None or record["kind"] not in kinds or record.get("route") != caller(view):
-        mine = [r for r, rec in view["requests"].items() if rec["kind"] in kinds and rec.get("route") == caller(view) and is_pending(rec)]
+        mine = [
+            r
+            for r, rec in view["requests"].items()
+            if rec["kind"] in kinds and rec.get("route") == caller(view) and is_pending(rec)
+        ]
         raise fail(f"Unknown {' or '.join(kinds)} request '{request_id}'. Yours pending: {', '.join(mine) or 'none'}.")
     earlier = [e for e in view["effects"] if e["kind"] == "answer" and e["request_id"] == request_id]
     if earlier:
@@ -139,7 +145,8 @@ def _update_task_tool() -> BaseTool:
         """
         board = view["team"].get("board", [])
         if not any(t["id"] == task_id for t in board):
-            raise fail(f"No task '{task_id}' on the board. Tasks: {', '.join(t['id'] for t in board) or 'none (no approved plan yet)'}.")
+            tasks = ", ".join(t["id"] for t in board) or "none (no approved plan yet)"
+            raise fail(f"No task '{task_id}' on the board. Tasks: {tasks}.")
         return reply(f"{task_id} is {status}.", tool_call_id, effects.board(task_id=task_id, status=status, note=note))
 
     return update_task
@@ -243,7 +250,8 @@ def make_leader_protocol_tools(runtime: TeamRuntime) -> list[BaseTool]:
             raise fail("A plan needs at least one step: [{title, role_id, depends_on}].")
         for number, step in enumerate(steps, 1):
             if step.role_id and step.role_id not in runtime.roles:
-                raise fail(f"Step {number}: unknown role '{step.role_id}'. Roles: {', '.join(r for r in runtime.roles if r != 'team-leader')}.")
+                roles = ", ".join(r for r in runtime.roles if r != "team-leader")
+                raise fail(f"Step {number}: unknown role '{step.role_id}'. Roles: {roles}.")
             if any(d < 1 or d >= number for d in step.depends_on):
                 raise fail(f"Step {number}: depends_on must name earlier steps (1 to {number - 1}).")
         details = {
@@ -253,7 +261,9 @@ def make_leader_protocol_tools(runtime: TeamRuntime) -> list[BaseTool]:
         }
         body = summary + "\n" + "\n".join(f"{i}. {s.title} ({s.role_id or 'any role'})" for i, s in enumerate(steps, 1))
         return defer(
-            effects.open_request(request_kind=PLAN, body=body, call_id=tool_call_id, tool="propose_plan", details=details)
+            effects.open_request(
+                request_kind=PLAN, body=body, call_id=tool_call_id, tool="propose_plan", details=details
+            )
         )
 
     @tool
@@ -329,8 +339,14 @@ def make_leader_protocol_tools(runtime: TeamRuntime) -> list[BaseTool]:
         record = view["requests"].get(request_id)
         if record is None or not is_pending(record) or record.get("route") != LEADER:
             mine = [r for r, rec in view["requests"].items() if is_pending(rec) and rec.get("route") == LEADER]
-            raise fail(f"'{request_id}' is not a request waiting for you. Waiting for you: {', '.join(mine) or 'none'}.")
-        return reply(f"{request_id} was sent to the user.", tool_call_id, effects.escalate(request_id=request_id, note=note or None))
+            raise fail(
+                f"'{request_id}' is not a request waiting for you. Waiting for you: {', '.join(mine) or 'none'}."
+            )
+        return reply(
+            f"{request_id} was sent to the user.",
+            tool_call_id,
+            effects.escalate(request_id=request_id, note=note or None),
+        )
 
     @tool
     def ask_user(question: str, tool_call_id: Annotated[str, InjectedToolCallId]):
@@ -339,9 +355,23 @@ def make_leader_protocol_tools(runtime: TeamRuntime) -> list[BaseTool]:
         Args:
             question: A specific question; give the options you see.
         """
-        return defer(effects.open_request(request_kind=ASK, body=question, call_id=tool_call_id, tool="ask_user", details={"to_user": True}))
+        return defer(
+            effects.open_request(
+                request_kind=ASK, body=question, call_id=tool_call_id, tool="ask_user", details={"to_user": True}
+            )
+        )
 
-    return [propose_plan, review_plan, shutdown_request, check_shutdown_status, escalate_to_user, ask_user, _request_approval_tool(), _update_task_tool(), _send_message_tool()]
+    return [
+        propose_plan,
+        review_plan,
+        shutdown_request,
+        check_shutdown_status,
+        escalate_to_user,
+        ask_user,
+        _request_approval_tool(),
+        _update_task_tool(),
+        _send_message_tool(),
+    ]
 
 
 def make_member_protocol_tools(runtime: TeamRuntime) -> list[BaseTool]:
@@ -355,7 +385,11 @@ def make_member_protocol_tools(runtime: TeamRuntime) -> list[BaseTool]:
         Args:
             plan: The steps you will take, the files you will touch, how you will check.
         """
-        return defer(effects.open_request(request_kind=MEMBER_PLAN, body=plan, call_id=tool_call_id, tool="submit_plan", details={"plan": plan}))
+        return defer(
+            effects.open_request(
+                request_kind=MEMBER_PLAN, body=plan, call_id=tool_call_id, tool="submit_plan", details={"plan": plan}
+            )
+        )
 
     @tool
     def shutdown_response(

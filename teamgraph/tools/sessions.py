@@ -144,6 +144,31 @@ def request_message(
     )
 
 
+def spawn_target(runtime: TeamRuntime, view: View, agent_id: str | None) -> tuple[str, list[dict]]:
+    """Who runs a sessions_spawn task: a live session, or a new agent of a role (and its spawn effect).
+
+    Args:
+        runtime: The team runtime (the role catalogue).
+        view: The caller's view of the team.
+        agent_id: A live session key, a role id, or None for a new agent of the caller's role.
+
+    Returns:
+        The child's session key and the effects that create it (none for a live session).
+    """
+    me = caller(view)
+    if agent_id is not None and agent_id in view["agents"]:
+        require_session(view, agent_id)
+        return agent_id, []
+    if agent_id is None and me == LEADER:
+        raise fail("Give agentId: a role id for a new agent (e.g. 'researcher') or a live session key (sessions_list).")
+    role = runtime.roles.get(agent_id or view["agents"][me]["role"])
+    if role is None or role.is_leader:
+        ids = ", ".join(r for r in runtime.roles if r != "team-leader")
+        raise fail(f"Unknown agentId '{agent_id}'. Use a role id ({ids}) or a live session key (sessions_list).")
+    child = instance_name(view, role)
+    return child, [effects.spawn(role_id=role.id, name=child, task=None)]
+
+
 def make_session_tools(runtime: TeamRuntime) -> list[BaseTool]:
     """Build ``sessions_list``, ``sessions_send`` and ``sessions_spawn``."""
 
@@ -151,7 +176,12 @@ def make_session_tools(runtime: TeamRuntime) -> list[BaseTool]:
     def sessions_list(view: Annotated[View, InjectedState("view")]) -> str:
         """List the live sessions (agents) and their session keys. Call it before sending."""
         rows = [
-            {"sessionKey": name, "role_id": view["agents"][name]["role"], "status": view["agents"][name]["status"], "you": name == caller(view)}
+            {
+                "sessionKey": name,
+                "role_id": view["agents"][name]["role"],
+                "status": view["agents"][name]["status"],
+                "you": name == caller(view),
+            }
             for name in live_sessions(view)
         ]
         return json.dumps(rows, ensure_ascii=False)
@@ -184,17 +214,33 @@ def make_session_tools(runtime: TeamRuntime) -> list[BaseTool]:
         if timeoutSeconds < 0:
             raise fail("timeoutSeconds must be 0 (fire-and-forget) or a positive number of seconds.")
         if timeoutSeconds > 0 and sessionKey == LEADER:
-            raise fail("To ask the Team Leader and wait, use ask_master; sessions_send with timeoutSeconds=0 only notifies it.")
+            raise fail(
+                "To ask the Team Leader and wait, use ask_master; sessions_send with timeoutSeconds=0 only notifies it."
+            )
         body = request_message(
-            view, sessionKey, message, timeout=timeoutSeconds, purpose=purpose,
-            user_request=userRequest, context_summary=contextSummary,
+            view,
+            sessionKey,
+            message,
+            timeout=timeoutSeconds,
+            purpose=purpose,
+            user_request=userRequest,
+            context_summary=contextSummary,
         )
         if timeoutSeconds == 0:
-            return reply(f"Sent to {sessionKey} (fire-and-forget): no reply expected.", tool_call_id, effects.deliver(to=sessionKey, body=body))
+            return reply(
+                f"Sent to {sessionKey} (fire-and-forget): no reply expected.",
+                tool_call_id,
+                effects.deliver(to=sessionKey, body=body),
+            )
         return defer(
             effects.open_request(
-                request_kind=QUESTION, to=sessionKey, body=body, call_id=tool_call_id,
-                tool="sessions_send", reply_via="output", timeout=timeoutSeconds,
+                request_kind=QUESTION,
+                to=sessionKey,
+                body=body,
+                call_id=tool_call_id,
+                tool="sessions_send",
+                reply_via="output",
+                timeout=timeoutSeconds,
                 details={"ping_pong": True, "timeout": timeoutSeconds},
             )
         )
@@ -224,27 +270,23 @@ def make_session_tools(runtime: TeamRuntime) -> list[BaseTool]:
         if runTimeoutSeconds < 0:
             raise fail("runTimeoutSeconds must be 0 (no limit) or a positive number of seconds.")
         me = caller(view)
-        spawned: list[dict] = []
-        if agentId in view["agents"]:
-            require_session(view, agentId)
-            child = agentId
-        else:
-            if agentId is None and me == LEADER:
-                raise fail("Give agentId: a role id for a new agent (e.g. 'researcher') or a live session key (sessions_list).")
-            role_id = agentId or view["agents"][me]["role"]
-            role = runtime.roles.get(role_id)
-            if role is None or role.is_leader:
-                ids = ", ".join(r for r in runtime.roles if r != "team-leader")
-                raise fail(f"Unknown agentId '{agentId}'. Use a role id ({ids}) or a live session key (sessions_list).")
-            child = instance_name(view, role)
-            spawned.append(effects.spawn(role_id=role.id, name=child, task=None))
-        header = f"[Background run from {me}" + (f" · {label}" if label else "") + "] Your final message is pushed back to the requester.\n"
+        child, spawned = spawn_target(runtime, view, agentId)
+        header = (
+            f"[Background run from {me}"
+            + (f" · {label}" if label else "")
+            + "] Your final message is pushed back to the requester.\n"
+        )
         return defer(
             *spawned,
             effects.deliver(to=child, body=header + task, type="task"),
             effects.open_request(
-                request_kind=RUN, to=child, body=task, call_id=tool_call_id, tool="sessions_spawn",
-                reply_via="output", timeout=runTimeoutSeconds or None,
+                request_kind=RUN,
+                to=child,
+                body=task,
+                call_id=tool_call_id,
+                tool="sessions_spawn",
+                reply_via="output",
+                timeout=runTimeoutSeconds or None,
                 details={"label": label, "cleanup": cleanup},
             ),
         )

@@ -17,9 +17,9 @@ same thing, so there is one implementation and these only rename arguments.
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import Annotated, Any
 
-from langchain_core.tools import BaseTool, InjectedToolCallId, tool
+from langchain_core.tools import BaseTool, InjectedToolCallId, StructuredTool, tool
 from langgraph.prebuilt import InjectedState
 
 from teamgraph.runtime import TeamRuntime
@@ -32,8 +32,15 @@ TEAMMATE_TOOL_NAMES = ("spawn_teammate", "list_teammates", "read_inbox", "broadc
 """The agent-teams names this set provides (``spawn_teammate`` on the leader's side only)."""
 
 
-def _by_name(tools: list[BaseTool]) -> dict[str, BaseTool]:
-    return {t.name: t for t in tools}
+def _by_name(tools: list[BaseTool]) -> dict[str, StructuredTool]:
+    return {t.name: t for t in tools if isinstance(t, StructuredTool)}
+
+
+def _call(target: StructuredTool, **args: Any) -> Any:
+    """Run the aliased tool's own function: its checks, its result and its effects."""
+    if target.func is None:
+        raise TypeError(f"{target.name} has no function to alias")
+    return target.func(**args)
 
 
 def _shared_tools(runtime: TeamRuntime, *, leader: bool) -> list[BaseTool]:
@@ -44,7 +51,7 @@ def _shared_tools(runtime: TeamRuntime, *, leader: bool) -> list[BaseTool]:
     @tool
     def list_teammates(view: Annotated[View, InjectedState("view")]) -> str:
         """List all teammates with name (sessionKey), role and status."""
-        return sessions["sessions_list"].func(view=view)
+        return _call(sessions["sessions_list"], view=view)
 
     @tool
     def read_inbox(view: Annotated[View, InjectedState("view")]) -> str:
@@ -53,7 +60,9 @@ def _shared_tools(runtime: TeamRuntime, *, leader: bool) -> list[BaseTool]:
         Messages are pushed into your conversation as they arrive; you do not need to poll.
         """
         queued = view["agents"][caller(view)]["inbox"]
-        return json.dumps([{"id": m["id"], "from": m["from"], "content": m["text"]} for m in queued], ensure_ascii=False)
+        return json.dumps(
+            [{"id": m["id"], "from": m["from"], "content": m["text"]} for m in queued], ensure_ascii=False
+        )
 
     @tool
     def broadcast(
@@ -66,8 +75,13 @@ def _shared_tools(runtime: TeamRuntime, *, leader: bool) -> list[BaseTool]:
         Args:
             content: The message.
         """
-        return protocols["send_message"].func(
-            to="*", content=content, view=view, tool_call_id=tool_call_id, msg_type="broadcast"
+        return _call(
+            protocols["send_message"],
+            to="*",
+            content=content,
+            view=view,
+            tool_call_id=tool_call_id,
+            msg_type="broadcast",
         )
 
     return [list_teammates, read_inbox, broadcast]
@@ -91,7 +105,7 @@ def make_leader_teammate_tools(runtime: TeamRuntime) -> list[BaseTool]:
             role: The role id, e.g. "researcher" (see list_agents).
             prompt: The first task: objective, output, scope, boundaries, context.
         """
-        return leader["create_sub_agent"].func(role_id=role, task=prompt, view=view, tool_call_id=tool_call_id)
+        return _call(leader["create_sub_agent"], role_id=role, task=prompt, view=view, tool_call_id=tool_call_id)
 
     @tool
     def plan_approval(
@@ -108,8 +122,13 @@ def make_leader_teammate_tools(runtime: TeamRuntime) -> list[BaseTool]:
             approve: True to approve, False to reject.
             feedback: What to change (on reject) or to keep in mind (on approve).
         """
-        return protocols["review_plan"].func(
-            request_id=request_id, approve=approve, feedback=feedback, view=view, tool_call_id=tool_call_id
+        return _call(
+            protocols["review_plan"],
+            request_id=request_id,
+            approve=approve,
+            feedback=feedback,
+            view=view,
+            tool_call_id=tool_call_id,
         )
 
     return [spawn_teammate, *_shared_tools(runtime, leader=True), plan_approval]
@@ -126,7 +145,7 @@ def make_member_teammate_tools(runtime: TeamRuntime) -> list[BaseTool]:
         Args:
             plan: The steps you will take, the files you will touch, how you will check.
         """
-        return protocols["submit_plan"].func(plan=plan, tool_call_id=tool_call_id)
+        return _call(protocols["submit_plan"], plan=plan, tool_call_id=tool_call_id)
 
     return [*_shared_tools(runtime, leader=False), plan_approval]
 

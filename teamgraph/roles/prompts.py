@@ -137,6 +137,18 @@ works, and a list of likely problems. Do not change any code." """.rstrip(),
   bottleneck.""",
     ),
     (
+        "tools",
+        "## Your team tools",
+        """- create_sub_agent (a member of a role, with its first task), terminate_sub_agent
+  (end it for good), stop_sub_agent (end its current turn).
+- send_message_to_sub_agent (guidance or a task, no reply awaited), ask_sub_agent
+  (one question, wait for one reply), answer_sub_agent_question (answer ask_master).
+- create_custom_agent (a new role), list_agents (the roles), list_active_sub_agents
+  and get_sub_agent_status (the members), sleep (wait for a member's next output).
+You keep your other tools (files, plans, sessions...), but use them for coordination,
+not for the members' work.""",
+    ),
+    (
         "messages you receive",
         "## Messages you receive",
         """Each arrives as a user-role message: a title line, its id on a line of its own,

@@ -34,7 +34,7 @@ class Policy(BaseModel):
         max_turn_steps: Model calls one agent may make in one turn before the
             router stops that turn (a loop guard); the leader is told.
         max_ping_pong: Rounds a requester and its target may go back and forth
-            after a blocking ``sessions_send`` (seed 004); ``REPLY_SKIP`` ends it sooner.
+            after a blocking ``sessions_send`` (docs/protocols.md); ``REPLY_SKIP`` ends it sooner.
         peer_traffic: How member-to-member traffic reaches the leader:
             ``"notice"`` (one line per message) or ``"full"`` (full copies).
         leader_reminders: How often the leader is reminded of questions it left

@@ -22,9 +22,12 @@ from pathlib import Path
 import pytest
 from conftest import assert_deliveries_consistent, assert_each_message_once
 from langchain_core.messages import AIMessage, HumanMessage
+from fidelity_fixtures import Brief, brief, briefs_in, env, envelopes_in, has_envelope, parsed
 from scripting import act, after_seconds, call, chunks, errors_of, on_message, quiet, types
 
 from teamgraph import Policy
+from teamgraph.messaging import envelopes
+from teamgraph.messaging.envelopes import clip
 
 LEADER = "Team Leader"
 PM, TM = "Project Manager_1", "Task Manager_1"
@@ -40,11 +43,8 @@ CREATE_PM_AND_RESEARCHERS = act(
 
 
 
-def call_envelope(sender: str, request_id: str, body: str) -> str:
-    return (
-        f"Call from {sender} · id: {request_id} · your next reply is the answer (or use answer_other_agent)\n"
-        f"<{sender}><Call>{body}</Call></{sender}>"
-    )
+def call_envelope(sender: str, request_id: str, body: str) -> Brief:
+    return brief("Call", sender, "Call", body, request_id)
 
 
 # --- call_agent ------------------------------------------------------------------------------
@@ -72,7 +72,7 @@ def test_call_agent_sends_the_seed_000_fields_and_the_reply_is_the_callers_tool_
     )
     run.send("Prepare the launch")
 
-    assert run.inbox_texts(R1) == [
+    assert briefs_in(run, R1) == [
         call_envelope(
             PM,
             "ask_1",
@@ -105,9 +105,9 @@ def test_the_leader_calls_a_member_and_gets_its_reply_as_the_tool_result(clocked
     run.send("Summarize the brief")
 
     assert run.tool_result(LEADER, "call_agent") == "Researcher_1 replied (out_1):\nBrief: build a login page."
-    assert run.inbox_texts(R1)[0].startswith("Call from Team Leader · id: ask_1")
+    assert briefs_in(run, R1)[0][:4] == ("Call", LEADER, "ask_1", "Call")
     # The reply reached the leader once: as its tool result, not again as a result message.
-    assert not any("Result from Researcher_1" in text for text in run.inbox_texts(LEADER))
+    assert not any(e["title"] == "Result" and e["sender"] == R1 for e in envelopes_in(run, LEADER))
     assert run.user_replies() == ["The brief is summarized."]
 
 
@@ -148,7 +148,7 @@ def test_call_agents_runs_the_receivers_in_one_superstep_and_returns_every_reply
     first_steps = [ran for _, ran in steps if R1 in ran or R2 in ran]
     assert set(first_steps[0]) >= {R1, R2}, f"the receivers ran in different supersteps: {steps}"
     for name in (R1, R2):
-        assert run.inbox_texts(name) == [
+        assert briefs_in(run, name) == [
             call_envelope(PM, "ask_1" if name == R1 else "ask_2",
                           f"sender: {PM}\nreceiver: {name}\nproject_name: facts\n---\nOne fact each.")
         ]
@@ -189,11 +189,12 @@ def test_assign_agent_work_delivers_the_task_and_puts_it_on_the_board_if_there_i
     )
     run.send("Pick an option")
 
-    assert run.inbox_texts(R1) == [
-        (
-            "Task from Team Leader\n<Team Leader><Task>sender: Team Leader\nreceiver: Researcher_1\n"
+    assert briefs_in(run, R1) == [
+        brief(
+            "Task", LEADER, "Task",
+            "sender: Team Leader\nreceiver: Researcher_1\n"
             "project_name: options\nfiles: project/options/brief.md\ntask_name: Compare options\n---\n"
-            "Compare option A and option B.</Task></Team Leader>"
+            "Compare option A and option B.",
         )
     ]
     team = run.values["team"]
@@ -206,7 +207,7 @@ def test_assign_agent_work_delivers_the_task_and_puts_it_on_the_board_if_there_i
     else:
         assert run.tool_result(LEADER, "assign_agent_work") == "Work assigned to Researcher_1."
         assert "board" not in team
-    assert any("Result from Researcher_1" in text and "Option A wins." in text for text in run.inbox_texts(LEADER))
+    assert any(e["title"] == "Result" and e["sender"] == R1 and e["body"] == "Option A wins." for e in envelopes_in(run, LEADER))
 
 
 def test_only_the_master_assigns_work(clocked_team):
@@ -335,11 +336,11 @@ def test_broadcast_reaches_every_active_member_once(clocked_team):
     run.send("Go")
 
     assert run.tool_result(PM, "send_message") == "Broadcast to 2 member(s): Researcher_1, Researcher_2."
-    envelope = "Message from Project Manager_1\n<Project Manager_1><Message>Stand-up at 10.</Message></Project Manager_1>"
+    envelope = brief("Message", PM, "Message", "Stand-up at 10.")
     for name in (R1, R2):
-        assert chunks(run, name) == [envelope]
+        assert briefs_in(run, name) == [envelope]
     assert run.history(R3) == []
-    assert envelope not in chunks(run, LEADER)
+    assert envelope not in briefs_in(run, LEADER)
     sent = [d for d in run.deliveries().values() if d["sender"] == PM and d["to"] != LEADER]
     assert sorted((d["to"], d["status"]) for d in sent) == [(R1, "read"), (R2, "read")]
 
@@ -380,13 +381,8 @@ def test_a_plain_message_reaches_a_peer_and_the_leader(clocked_team):
     run.send("Go")
 
     assert run.tool_texts(PM, "send_message") == ["Message sent to Researcher_1.", "Message sent to Team Leader."]
-    assert chunks(run, R1) == [
-        "Message from Project Manager_1\n<Project Manager_1><Message>Start with the survey.</Message></Project Manager_1>"
-    ]
-    assert (
-        "Message from Project Manager_1\n<Project Manager_1><Message>Research has started.</Message></Project Manager_1>"
-        in chunks(run, LEADER)
-    )
+    assert briefs_in(run, R1) == [brief("Message", PM, "Message", "Start with the survey.")]
+    assert brief("Message", PM, "Message", "Research has started.") in briefs_in(run, LEADER)
 
 
 @pytest.mark.parametrize("approve", [True, False], ids=["approved", "rejected"])
@@ -414,11 +410,8 @@ def test_shutdown_request_and_shutdown_response_are_message_types(clocked_team, 
     )
     run.send("Wrap up")
 
-    assert run.tool_result(LEADER, "send_message") == "Shutdown request sent to Researcher_1 (status: pending)."
-    assert run.inbox_texts(R1)[0] == (
-        "Shutdown request from Team Leader · id: shutdown_1 · respond with shutdown_response\n"
-        "<Team Leader><ShutdownRequest>Your part is done.</ShutdownRequest></Team Leader>"
-    )
+    assert run.tool_result(LEADER, "send_message") == "Shutdown request shutdown_1 sent to 'Researcher_1' (status: pending)"
+    assert briefs_in(run, R1)[0] == brief("Shutdown request", LEADER, "ShutdownRequest", "Your part is done.", "shutdown_1")
     assert errors_of(run, R1) == ["Error: Give a reason (content) when you reject a shutdown request."]
     record = run.request("shutdown_1")
     if approve:
@@ -538,7 +531,7 @@ def test_the_leader_waiting_on_a_member_that_waits_on_the_leader_is_a_cycle_the_
 
     leader = run.history(LEADER)
     calling = next(i for i, m in enumerate(leader) if isinstance(m, AIMessage) and m.tool_calls and m.tool_calls[0]["name"] == "call_agent")
-    assert "Question from Project Manager_1 · id: ask_1" in leader[calling - 1].content  # it was waited on
+    assert has_envelope(str(leader[calling - 1].content), title="Question", sender=PM, id="ask_1")  # it was waited on
     assert run.tool_result(LEADER, "call_agent") == (
         "Error: deadlock: Project Manager_1 waits for Team Leader (ask_1), Team Leader waits for "
         "Project Manager_1 (ask_2). This is a cycle, so this wait (the newest) was cancelled. Answer the "
@@ -586,9 +579,7 @@ def test_every_message_gets_an_id_and_a_record_queued_then_delivered_then_read(c
     }
     # The message reached the Project Manager once, after its call's result.
     assert types(run.history(PM)) == ["HumanMessage", "AIMessage", "ToolMessage", "HumanMessage", "AIMessage"]
-    assert run.history(PM)[3].content == (
-        "Message from Team Leader\n<Team Leader><Message>FYI: facts go in facts.md</Message></Team Leader>"
-    )
+    assert parsed(run.history(PM)[3].content) == env("Message", LEADER, "Message", "FYI: facts go in facts.md")
     assert all(d["status"] == "read" for d in deliveries.values())
 
 
@@ -605,10 +596,8 @@ def test_a_message_to_a_member_terminated_in_the_same_superstep_is_returned_to_i
     assert [(d["sender"], d["to"]) for d in bounced] == [(PM, R1)]
     message_id = bounced[0]["id"]
     assert chunks(run, PM)[1:] == [
-        (
-            f"Notice · Not delivered ({message_id}): Researcher_1 is terminated. Your message: Message from "
-            "Project Manager_1 <Project Manager_1><Message>Hello Researcher.</Message></Project Manager_1>"
-        )
+        f"Notice · Not delivered ({message_id}): Researcher_1 is terminated. Your message: "
+        + clip(envelopes.message(PM, "Hello Researcher."), 200)
     ]
     assert run.status(R1) == "terminated" and run.history(R1) == []
 
@@ -632,7 +621,7 @@ def test_messages_queued_for_a_member_when_it_is_terminated_are_returned_to_thei
     assert [(d["sender"], d["to"], d["delivered_at"]) for d in bounced] == [(LEADER, PM, None)]
     assert (
         f"Notice · Not delivered ({bounced[0]['id']}): Project Manager_1 is terminated. Your message: "
-        "Message from Team Leader <Team Leader><Message>Use facts.md.</Message></Team Leader>"
+        + clip(envelopes.message(LEADER, "Use facts.md."), 200)
     ) in chunks(run, LEADER)
     # The member's open call was closed for good, and its history stays valid.
     assert run.tool_result(PM, "call_agent") == "Cancelled: you are terminated."
@@ -665,7 +654,7 @@ def test_peer_traffic_reaches_the_leader_as_one_line_notices(clocked_team):
     assert mentions == ["Notice · Researcher_1 answered Project Manager_1 (ask_1): Fact A: the API has 3 endpoints."]
     assert all("\n" not in c for c in seen if c.startswith("Notice · "))
     # The Project Manager's own result (not peer traffic) still reaches the leader.
-    assert any(c.startswith("Result from Project Manager_1") for c in seen)
+    assert any(e["title"] == "Result" and e["sender"] == PM for e in envelopes_in(run, LEADER))
 
 
 def test_policy_peer_traffic_full_gives_the_leader_full_copies(clocked_team):
@@ -673,7 +662,7 @@ def test_policy_peer_traffic_full_gives_the_leader_full_copies(clocked_team):
     run.send("Collect facts")
 
     seen = chunks(run, LEADER)
-    assert call_envelope(PM, "ask_1", f"sender: {PM}\nreceiver: {R1}\n---\nGive one fact.") in seen
+    assert call_envelope(PM, "ask_1", f"sender: {PM}\nreceiver: {R1}\n---\nGive one fact.") in briefs_in(run, LEADER)
     assert "Researcher_1 replied (out_1):\nFact A: the API has 3 endpoints." in seen
     assert not any(c.startswith("Notice · ") and R1 in c for c in seen)
     # One full copy of the reply, not two.
@@ -830,8 +819,8 @@ def test_each_message_is_delivered_exactly_once_after_a_resume_in_a_new_process(
         if isinstance(m, HumanMessage)
         for chunk in str(m.content).split("\n\n")
     ]
-    fyi_text = "Message from Team Leader\n<Team Leader><Message>FYI: facts go in facts.md</Message></Team Leader>"
-    thanks = "Message from Project Manager_1\n<Project Manager_1><Message>Thanks all.</Message></Project Manager_1>"
+    fyi_text = envelopes.message(LEADER, "FYI: facts go in facts.md")
+    thanks = envelopes.message(PM, "Thanks all.")
     assert every_envelope.count(fyi_text) == 1
     assert every_envelope.count(thanks) == 1  # the broadcast: to Researcher_1 only, once
     pm = after["histories"][PM]

@@ -19,6 +19,7 @@ from langchain_core.messages import SystemMessage
 from pydantic import ValidationError
 
 from teamgraph import Policy
+from fidelity_fixtures import envelopes_in, has_envelope
 from scripting import call, act
 
 LEADER = "Team Leader"
@@ -288,7 +289,7 @@ def member_request_team(hitl_team, kind: str, decider: str):
 
 
 def envelope_reached_leader(run, request_id: str) -> bool:
-    return any(f"id: {request_id} ·" in text for text in run.inbox_texts(LEADER))
+    return any(has_envelope(text, id=request_id) for text in run.inbox_texts(LEADER))
 
 
 @pytest.mark.parametrize("kind", ["ask", "member_plan", "approval"])
@@ -750,7 +751,7 @@ def test_when_blocked_the_team_keeps_working_and_pauses_only_when_nobody_can_go_
     # Everything the colleague could do was done before the pause.
     assert run.ai_count("UI Operator_1") == 4
     assert run.status("UI Operator_1") == "idle"
-    assert any("<UI Operator_1><Output>Page drawn.</Output>" in t for t in run.inbox_texts(LEADER))
+    assert any(e["sender"] == "UI Operator_1" and e["tag"] == "Output" and e["body"] == "Page drawn." for e in envelopes_in(run, LEADER))
     assert {n: a["status"] for n, a in run.agents().items()} == {
         LEADER: "idle", MEMBER: "waiting", "UI Operator_1": "idle",
     }

@@ -14,6 +14,7 @@ from pathlib import Path
 from langchain_core.messages import AIMessage, SystemMessage
 
 from teamgraph import Policy
+from fidelity_fixtures import envelopes_in
 from scripting import call, act
 
 LEADER = "Team Leader"
@@ -278,7 +279,7 @@ def test_a_member_that_requires_a_plan_waits_for_approval_before_work_reject_the
         "Error: Request 'member_plan_1' is already rejected.",
     ]
     assert "Your role requires an approved plan" in builder_prompts[0]
-    assert any("<Builder_1><Output>app.py written.</Output>" in t for t in run.inbox_texts(LEADER))
+    assert any(e["sender"] == "Builder_1" and e["body"] == "app.py written." for e in envelopes_in(run, LEADER))
 
 
 def test_a_request_decided_earlier_in_the_same_step_cannot_be_decided_again(hitl_team):
@@ -373,13 +374,11 @@ def test_shutdown_approved_the_member_finishes_its_step_and_shuts_down(hitl_team
     out = run.send("Go")
 
     assert run.interrupt_of(out) is None
-    assert run.tool_texts(LEADER, "shutdown_request") == [
-        "Shutdown request sent to Researcher_1 (status: pending). Check it with check_shutdown_status."
-    ]
-    assert (
-        "Shutdown request from Team Leader · id: shutdown_1 · respond with shutdown_response\n"
-        "<Team Leader><ShutdownRequest>Your part is done.</ShutdownRequest></Team Leader>"
-    ) in run.inbox_texts(MEMBER)
+    # The request id at once, in the team protocols' words.
+    assert run.tool_texts(LEADER, "shutdown_request") == ["Shutdown request shutdown_1 sent to 'Researcher_1' (status: pending)"]
+    request = next(e for e in envelopes_in(run, MEMBER) if e["tag"] == "ShutdownRequest")
+    assert (request["sender"], request["fields"]["id"], request["body"]) == (LEADER, "shutdown_1", "Your part is done.")
+    assert "shutdown_response" in request["fields"]["respond"]
     # It finished the step it answered in (both calls ran), then stopped for good.
     last_turn = [m for m in run.history(MEMBER) if isinstance(m, AIMessage)][-1]
     results = {m.tool_call_id: m for m in run.tool_results(MEMBER)}
@@ -393,11 +392,11 @@ def test_shutdown_approved_the_member_finishes_its_step_and_shuts_down(hitl_team
     assert any("Notice · Researcher_1 approved shutdown_1 and shut down." in t for t in run.inbox_texts(LEADER))
     status = shutdown_status(run)
     assert status == {
-        "id": "shutdown_1",
-        "to": MEMBER,
+        "request_id": "shutdown_1",
+        "target": MEMBER,
         "status": "approved",
         "answer": "",
-        "opened_at": "2030-01-01T09:00:00+00:00",
+        "timestamp": "2030-01-01T09:00:00+00:00",
         "deadline": "2030-01-01T09:01:00+00:00",
     }
     assert run.tool_texts(LEADER, "send_message_to_sub_agent")[0].startswith(
@@ -433,7 +432,7 @@ def test_shutdown_rejected_the_member_goes_on_and_the_leader_sees_why(hitl_team)
     # It went on working and delivered its result.
     assert run.ai_count(MEMBER) == 5
     assert run.status(MEMBER) == "idle"
-    assert any("<Researcher_1><Output>Result: X explained.</Output>" in t for t in run.inbox_texts(LEADER))
+    assert any(e["sender"] == "Researcher_1" and e["body"] == "Result: X explained." for e in envelopes_in(run, LEADER))
 
 
 def test_a_member_that_does_not_answer_within_the_timeout_is_terminated_and_the_request_expires(hitl_team, fake_clock):
@@ -488,7 +487,7 @@ def test_a_member_that_ends_its_turn_without_answering_is_terminated_and_the_req
     record = run.request("shutdown_1")
     assert (record["status"], record["answer"]) == ("expired", "ended its turn without answering shutdown_1")
     inbox = "\n".join(run.inbox_texts(LEADER))
-    assert "<Researcher_1><Output>My findings: X is Y.</Output>" in inbox
+    assert any(e["sender"] == "Researcher_1" and e["body"] == "My findings: X is Y." for e in envelopes_in(run, LEADER))
     assert "Notice · Researcher_1 ended its turn without answering shutdown_1: it was terminated and shutdown_1 expired." in inbox
 
 

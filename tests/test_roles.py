@@ -76,7 +76,9 @@ def test_builtin_roles_are_complete():
             assert role.tools == ("leader", "files", "protocols", "collaboration", "sessions")
         else:
             assert role.tools[:2] == ("member", "files"), role_id
-            assert set(role.tools) <= {"member", "files", "protocols", "collaboration"}, role_id
+            assert set(role.tools) <= {"member", "files", "protocols", "collaboration", "sessions"}, role_id
+            # The sessions spec gives its tools to every agent.
+            assert role.tools[-1] == "sessions", role_id
             assert 10 <= len(role.prompt.splitlines()) <= 25, role_id
 
 

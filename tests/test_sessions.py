@@ -6,8 +6,9 @@
 ``ANNOUNCE_SKIP``), the errors worded as seed 004 words them, and wait cycles that mix
 tools.
 
-Built-in members have no sessions tools: the ``liaison`` role (conftest.py,
-``tools: [member, files, protocols, sessions]``) gives them to ``Liaison_N``. Every
+Every built-in role has the sessions tools (the spec gives them to every agent); the
+``liaison`` role (conftest.py, ``tools: [member, files, protocols, sessions]``) is a
+member role without the collaboration tools. Every
 scenario runs a whole team with a ScriptedChatModel and a FakeClock that scripted
 turns advance (``after_seconds``); ``clocked_team`` checks after every run that each
 history holds each message once and that the delivery records match the histories.
@@ -18,10 +19,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from fidelity_fixtures import env, envelopes_in, received
 from scripting import act, after_seconds, call, chunks, errors_of, quiet, types
 
 from teamgraph import Policy
 from teamgraph.tools import tools_for_role
+from teamgraph.tools.sessions import PURPOSES, unknown_target
 
 LEADER = "Team Leader"
 LIAISON, LIAISON_2 = "Liaison_1", "Liaison_2"
@@ -35,11 +38,6 @@ CREATE_LIAISON_AND_RESEARCHER = act(
     call("create_sub_agent", role_id="liaison", task="Work with the other sessions."),
     call("create_sub_agent", role_id="researcher"),
 )
-TIMED_OUT = (
-    "Timed out: Researcher_1 did not reply in time (ask_1). Researcher_1 keeps working; its reply will "
-    "reach you as a message. Next: go on with other work, send again with a larger timeoutSeconds, or "
-    "use sessions_spawn for long tasks."
-)
 
 
 
@@ -49,23 +47,36 @@ def ai_texts(run, name: str) -> list[str]:
     return [str(m.content) for m in run.history(name) if type(m).__name__ == "AIMessage" and not m.tool_calls]
 
 
-def question_envelope(body: str, *, timeout: str = "120") -> str:
-    return (
-        f"Question from {LIAISON} · id: ask_1 · your next reply is the answer (or use answer_other_agent)\n"
-        f"<{LIAISON}><Ask>[Agent-to-agent]\nsender: {LIAISON}\nreceiver: {R1}\nsource sessionKey: {LIAISON}\n"
-        f"expected response: blocking reply\ntimeout: {timeout} s\n---\n{body}</Ask></{LIAISON}>"
-    )
+def request_template(sender: str, receiver: str, body: str, *, timeout: str = "120", **fields: str) -> dict:
+    """The fields of a sessions_send request (the spec's template) as the receiver reads them back."""
+    blocking = timeout != "0"
+    return {
+        "sender": f"{sender} ({'team-leader' if sender == LEADER else sender.rsplit('_', 1)[0].lower()})",
+        "receiver": receiver,
+        "source sessionKey": sender,
+        "purpose": PURPOSES[blocking],
+        "expected response": "blocking" if blocking else "fire-and-forget",
+        "timeout": timeout,
+        "user request": "(not given)",
+        "message": body,
+        "context summary": "(not given)",
+        **fields,
+    }
 
 
-def ping(sender: str, body: str, note: str) -> str:
+def question_envelope(body: str, *, timeout: str = "120") -> dict:
+    return env("Question", LIAISON, "Ask", request_template(LIAISON, R1, body, timeout=timeout), id="ask_1")
+
+
+def ping(sender: str, body: str, note: str) -> dict:
     """A ping-pong reply as the other side receives it."""
-    return f"Reply from {sender} · to: ask_1 · {note}\n<{sender}><Reply>{body}</Reply></{sender}>"
+    return env("Reply", sender, "Reply", body, to="ask_1", note=note)
 
 
 # --- who has which tools -------------------------------------------------------------------
 
 
-def test_the_leader_has_collaboration_and_sessions_managers_have_collaboration(clocked_team):
+def test_every_built_in_role_has_the_sessions_tools_and_managers_have_collaboration(clocked_team):
     runtime = clocked_team({}).team.runtime
 
     def names(role_id: str) -> set[str]:
@@ -73,11 +84,12 @@ def test_the_leader_has_collaboration_and_sessions_managers_have_collaboration(c
 
     assert names("team-leader") >= COLLABORATION | SESSIONS | {"send_message"}
     for role_id in ("project-manager", "task-manager"):
-        assert names(role_id) >= COLLABORATION | {"send_message"}
-        assert not names(role_id) & SESSIONS
+        assert names(role_id) >= COLLABORATION | SESSIONS | {"send_message"}
+    for role_id in runtime.roles:
+        assert names(role_id) >= SESSIONS, role_id
     assert names("liaison") >= SESSIONS | {"send_message"}
     assert not names("liaison") & COLLABORATION
-    assert not names("researcher") & (COLLABORATION | SESSIONS)
+    assert not names("researcher") & COLLABORATION
 
 
 # --- sessions_list -------------------------------------------------------------------------
@@ -116,7 +128,7 @@ def test_sessions_send_blocks_until_the_target_replies_within_the_time_out(clock
     )
     run.send("Go")
 
-    assert run.inbox_texts(R1) == [question_envelope("What is 2+2?", timeout="30")]
+    assert received(run, R1) == [question_envelope("What is 2+2?", timeout="30")]
     assert run.tool_result(LIAISON, "sessions_send") == "Researcher_1 replied (out_1):\n4."
     assert types(run.history(LIAISON)) == ["HumanMessage", "AIMessage", "ToolMessage", "AIMessage"]
     record = run.request("ask_1")
@@ -138,22 +150,20 @@ def test_sessions_send_times_out_and_the_late_reply_reaches_the_caller_as_a_mess
     )
     run.send("Go")
 
-    assert run.tool_result(LIAISON, "sessions_send") == TIMED_OUT
+    timed_out_result = run.tool_result(LIAISON, "sessions_send")
+    assert R1 in timed_out_result and "ask_1" in timed_out_result and "sessions_spawn" in timed_out_result
     assert run.request("ask_1")["timed_out_at"] == "2030-01-01T09:01:00+00:00"
     # The caller went on; the target kept working and its answer came later, as a message.
     assert types(run.history(LIAISON)) == [
         "HumanMessage", "AIMessage", "ToolMessage", "AIMessage", "HumanMessage", "AIMessage",
     ]
     assert ai_texts(run, LIAISON) == ["Going on with other work.", "Thanks for the logs."]
-    assert chunks(run, LIAISON)[1:] == [
-        (
-            "Late reply from Researcher_1 · to: ask_1\n<Researcher_1><Reply>Researcher_1 replied (out_2):\n"
-            "The logs are clean.</Reply></Researcher_1>"
-        )
+    assert received(run, LIAISON)[1:] == [
+        env("Late reply", R1, "Reply", "Researcher_1 replied (out_2):\nThe logs are clean.", to="ask_1")
     ]
     assert run.request("ask_1")["status"] == "answered"
     # A late reply starts no ping-pong: the caller's next message is not forwarded.
-    assert chunks(run, R1) == [question_envelope("Check the logs.", timeout="30")]
+    assert received(run, R1) == [question_envelope("Check the logs.", timeout="30")]
 
 
 def test_sessions_send_waits_the_whole_time_out_even_a_fractional_one(clocked_team, fake_clock):
@@ -192,17 +202,13 @@ def test_time_out_zero_is_fire_and_forget(clocked_team):
         "Sent to Researcher_1 (fire-and-forget): no reply expected.",
         "Sent to Team Leader (fire-and-forget): no reply expected.",
     ]
-    header = (
-        "<Liaison_1><Message>[Agent-to-agent]\nsender: Liaison_1\nreceiver: {to}\nsource sessionKey: Liaison_1\n"
-        "expected response: none (fire-and-forget)\ntimeout: 0 s\n---\n"
-    )
-    assert chunks(run, R1) == ["Message from Liaison_1\n" + header.format(to=R1) + "Deploy is at 5.</Message></Liaison_1>"]
-    assert "Message from Liaison_1\n" + header.format(to=LEADER) + "Deploy scheduled.</Message></Liaison_1>" in chunks(run, LEADER)
+    assert received(run, R1) == [env("Message", LIAISON, "Message", request_template(LIAISON, R1, "Deploy is at 5.", timeout="0"))]
+    assert env("Message", LIAISON, "Message", request_template(LIAISON, LEADER, "Deploy scheduled.", timeout="0")) in received(run, LEADER)
     assert run.requests() == {}
     # The caller did not wait: its next step ran alongside the target's.
     assert any({LIAISON, R1} <= set(ran) for _, ran in steps), steps
     # And no reply comes back to it.
-    assert chunks(run, LIAISON) == ["Task from Team Leader\n<Team Leader><Task>Work with the other sessions.</Task></Team Leader>"]
+    assert received(run, LIAISON) == [env("Task", LEADER, "Task", "Work with the other sessions.")]
 
 
 def test_a_target_that_fails_while_the_caller_waits_ends_the_wait_with_a_failure_result(clocked_team):
@@ -218,7 +224,7 @@ def test_a_target_that_fails_while_the_caller_waits_ends_the_wait_with_a_failure
     )
     run.send("Go")
 
-    assert run.tool_result(LIAISON, "sessions_send") == "Researcher_1 is failed and did not answer."
+    assert "Researcher_1 is failed and did not answer." in run.tool_result(LIAISON, "sessions_send")
     assert run.request("ask_1")["status"] == "cancelled"
     assert run.status(R1) == "failed"
     assert "Notice · Researcher_1 failed: RuntimeError: provider down" in chunks(run, LEADER)
@@ -253,11 +259,11 @@ def test_ping_pong_goes_back_and_forth_for_at_most_max_ping_pong_rounds(clocked_
     }
     to_liaison, to_researcher, (last_speaker, last_words) = expected[limit]
     assert run.tool_result(LIAISON, "sessions_send") == "Researcher_1 replied (out_1):\nB1"
-    assert chunks(run, LIAISON)[1:] == to_liaison
-    assert chunks(run, R1) == [question_envelope("Shall we use REST?"), *to_researcher]
+    assert received(run, LIAISON)[1:] == to_liaison
+    assert received(run, R1) == [question_envelope("Shall we use REST?"), *to_researcher]
     # The first reply after the limit is not forwarded: it is an ordinary result for the leader.
-    results = [c for c in chunks(run, LEADER) if c.startswith("Result from ")]
-    assert results[-1].startswith(f"Result from {last_speaker}") and f"<Output>{last_words}</Output>" in results[-1]
+    results = [e for e in envelopes_in(run, LEADER) if e["title"] == "Result"]
+    assert (results[-1]["sender"], results[-1]["body"]) == (last_speaker, last_words)
     assert run.values["team"].get("conversations", {}) == {}
     if limit == 5:
         assert "Notice · Liaison_1 → Researcher_1 (ask_1, round 2): A1" in chunks(run, LEADER)
@@ -278,11 +284,11 @@ def test_replying_exactly_reply_skip_ends_the_ping_pong(clocked_team, side):
     run.send("Go")
 
     expected_to_researcher = [ping(LIAISON, "A1", "ping-pong round 2/5 · reply REPLY_SKIP to stop")] if side == "target" else []
-    assert chunks(run, R1) == [question_envelope("Shall we use REST?"), *expected_to_researcher]
-    assert chunks(run, LIAISON)[1:] == []
+    assert received(run, R1) == [question_envelope("Shall we use REST?"), *expected_to_researcher]
+    assert received(run, LIAISON)[1:] == []
     assert run.values["team"].get("conversations", {}) == {}
     # REPLY_SKIP is a control word: it is never forwarded nor reported as a result.
-    assert not any("<Output>REPLY_SKIP</Output>" in c or "<Reply>REPLY_SKIP</Reply>" in c for n in (LEADER, LIAISON, R1) for c in chunks(run, n))
+    assert not any(e["body"] == "REPLY_SKIP" for n in (LEADER, LIAISON, R1) for e in envelopes_in(run, n))
 
 
 # --- sessions_spawn -------------------------------------------------------------------------
@@ -310,15 +316,10 @@ def test_sessions_spawn_accepts_at_once_and_pushes_the_result_back(clocked_team,
     # Non-blocking: the requester's next step runs alongside the child's first one.
     first_child_step = next(ran for _, ran in steps if R1 in ran)
     assert LIAISON in first_child_step, steps
-    assert run.inbox_texts(R1) == [
-        (
-            "Task from Liaison_1\n<Liaison_1><Task>[Background run from Liaison_1 · rate-limit] Your final message is "
-            "pushed back to the requester.\nFind the API rate limit.</Task></Liaison_1>"
-        )
-    ]
-    assert chunks(run, LIAISON)[1:] == [
-        "Reply from Researcher_1 · to: run_1\n<Researcher_1><Reply>100 requests per minute.</Reply></Researcher_1>"
-    ]
+    [task] = received(run, R1)
+    assert (task["title"], task["sender"], task["tag"]) == ("Task", LIAISON, "Task")
+    assert task["body"].endswith("\nFind the API rate limit.") and "rate-limit" in task["body"]
+    assert received(run, LIAISON)[1:] == [env("Reply", R1, "Reply", "100 requests per minute.", to="run_1")]
     assert ai_texts(run, LIAISON) == ["Waiting for the run.", "Rate limit noted."]
     record = run.request("run_1")
     assert (record["kind"], record["from"], record["to"], record["status"], record["answer"]) == (
@@ -327,7 +328,7 @@ def test_sessions_spawn_accepts_at_once_and_pushes_the_result_back(clocked_team,
     child = run.agents()[R1]
     assert (child["role"], child["created_by"], child["status"]) == ("researcher", LIAISON, end_status)
     # The result went to the requester; the leader only got a one-line notice of it.
-    assert not any(c.startswith("Result from Researcher_1") for c in chunks(run, LEADER))
+    assert not any(e["title"] == "Result" and e["sender"] == R1 for e in envelopes_in(run, LEADER))
     assert "Notice · Researcher_1 finished run_1 for Liaison_1: 100 requests per minute." in chunks(run, LEADER)
 
 
@@ -346,7 +347,7 @@ def test_sessions_spawn_runs_on_a_new_agent_of_the_callers_role_or_an_existing_s
     assert json.loads(run.tool_result(LIAISON, "sessions_spawn"))["childSessionKey"] == child
     assert set(run.agents()) == {LEADER, LIAISON, R1} | {child}
     assert run.agents()[child]["role"] == ("liaison" if agent_id is None else "researcher")
-    assert f"Reply from {child} · to: run_1\n<{child}><Reply>Summary: all good.</Reply></{child}>" in chunks(run, LIAISON)
+    assert env("Reply", child, "Reply", "Summary: all good.", to="run_1") in received(run, LIAISON)
 
 
 def test_run_time_out_stops_the_child_and_tells_the_requester(clocked_team, fake_clock):
@@ -385,10 +386,8 @@ def test_a_child_that_answers_announce_skip_posts_no_result(clocked_team):
 
     assert json.loads(run.tool_result(LIAISON, "sessions_spawn"))["childSessionKey"] == LIAISON_2
     assert run.request("run_1")["status"] == "answered"
-    assert chunks(run, LIAISON) == [
-        "Task from Team Leader\n<Team Leader><Task>Delegate the clean-up.</Task></Team Leader>"
-    ]
-    assert not any(c.startswith(("Result from Liaison_2", "Reply from Liaison_2")) for c in chunks(run, LEADER))
+    assert received(run, LIAISON) == [env("Task", LEADER, "Task", "Delegate the clean-up.")]
+    assert not any(e["sender"] == LIAISON_2 for e in envelopes_in(run, LEADER))
     assert run.status(LIAISON_2) == "terminated"  # cleanup still applies
 
 
@@ -411,14 +410,14 @@ def test_the_leader_uses_sessions_send_and_sessions_spawn(clocked_team):
     assert json.loads(run.tool_result(LEADER, "sessions_spawn")) == {
         "status": "accepted", "runId": "run_2", "childSessionKey": R2,
     }
-    seen = chunks(run, LEADER)
-    assert seen.count("Reply from Researcher_2 · to: run_2\n<Researcher_2><Reply>Summary written.</Reply></Researcher_2>") == 1
-    assert not any(c.startswith(("Result from Researcher_1", "Result from Researcher_2")) for c in seen)
+    seen = received(run, LEADER)
+    assert seen.count(env("Reply", R2, "Reply", "Summary written.", to="run_2")) == 1
+    assert not any(e["title"] == "Result" for e in envelopes_in(run, LEADER))
     assert len(run.inbox_texts(R1)) == 1  # no ping-pong with the leader
     assert run.status(R2) == "terminated"
 
 
-# --- errors, worded as seed 004 words them --------------------------------------------------
+# --- errors, worded as the sessions spec words them --------------------------------------------------
 
 
 def test_sessions_errors_name_the_problem_and_what_to_do(clocked_team):
@@ -448,10 +447,7 @@ def test_sessions_errors_name_the_problem_and_what_to_do(clocked_team):
     )
     run.send("Go")
 
-    unknown = (
-        "Error: Unknown session '{}'. Available sessions: Team Leader, Researcher_1. Call sessions_list to "
-        "get the live session keys; do not reuse keys from memory."
-    )
+    unknown = "Error: " + unknown_target("{}", [LEADER, R1])
     role_ids = ", ".join(r for r in run.team.roles if r != "team-leader")
     bad_agent = "Error: Unknown agentId '{}'. Use a role id (" + role_ids + ") or a live session key (sessions_list)."
     assert errors_of(run, LIAISON) == [

@@ -15,8 +15,10 @@ from pathlib import Path
 import pytest
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from fidelity_fixtures import has_envelope
 from pg_fixtures import postgres_server, postgres_url  # noqa: F401
 from scripting import act, call
+
 
 LEADER = "Team Leader"
 
@@ -157,7 +159,7 @@ def test_a_new_process_resumes_a_crashed_run_and_continues_the_thread(make_team,
     engineer = before["histories"]["Full-Stack Engineer_1"]
     assert [m[0] for m in engineer] == ["HumanMessage", "AIMessage"]  # its ask_master call is open
     assert "Build api/auth.py." in engineer[0][1]
-    assert any("Question from Full-Stack Engineer_1 · id: ask_1" in m[1] for m in before["histories"][LEADER])
+    assert any(has_envelope(m[1], title="Question", sender="Full-Stack Engineer_1", id="ask_1") for m in before["histories"][LEADER])
     assert "Design web/login.html." in before["histories"]["UI Operator_1"][0][1]
 
     # Resuming finishes the run process 1 left: the answer reaches the waiting engineer.
@@ -215,8 +217,8 @@ def test_a_second_user_message_continues_with_the_same_members(make_team):
                 call("list_active_sub_agents"),
                 call("send_message_to_sub_agent", display_name="UI Operator_1", message="Make it dark."),
             )
-        seen = "\n".join(str(m.content) for m in messages if isinstance(m, HumanMessage))
-        if "Result from UI Operator_1 · id: out_3" in seen and last.startswith("Result"):
+        seen = "\n\n".join(str(m.content) for m in messages if isinstance(m, HumanMessage))
+        if has_envelope(seen, title="Result", sender="UI Operator_1", id="out_3") and last.startswith("Result"):
             return "The login page is dark now."
         if "Result from UI Operator_1" in seen and "Result from Researcher_1" in seen and not any(
             isinstance(m, AIMessage) and m.content == "Login page designed." for m in messages
@@ -266,7 +268,7 @@ def _analyst_leader(messages):
         )
     if isinstance(last, ToolMessage) and text.startswith("Role 'data-analyst'"):
         return act(call("create_sub_agent", role_id="data-analyst", task="Analyse q1.csv."))
-    if "Result from Data Analyst_1 · id: out_1" in text:
+    if has_envelope(text, title="Result", sender="Data Analyst_1", id="out_1"):
         return "Q1 analysed."
     if text == "Analyse Q2":
         return act(

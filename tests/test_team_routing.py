@@ -13,6 +13,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from teamgraph import Policy, RoleFileError
+from fidelity_fixtures import env, envelopes_in, has_envelope, parsed
 from scripting import call, act, reply_when_done, types
 
 LEADER = "Team Leader"
@@ -171,7 +172,7 @@ def test_a_message_to_a_busy_member_lands_after_its_tool_results_before_its_next
     assert len(seen) == 1
     assert isinstance(seen[0][-2], ToolMessage)
     assert isinstance(seen[0][-1], HumanMessage)
-    assert seen[0][-1].content == "Message from Team Leader\n<Team Leader><Message>Use blue.</Message></Team Leader>"
+    assert parsed(seen[0][-1].content) == env("Message", LEADER, "Message", "Use blue.")
     history = run.history("UI Operator_1")
     assert types(history) == [
         "HumanMessage", "AIMessage", "ToolMessage", "HumanMessage", "AIMessage", "ToolMessage", "AIMessage",
@@ -188,7 +189,7 @@ def test_a_message_to_an_idle_member_starts_a_new_turn(run_team):
         return "Footer done."
 
     def leader_second_turn(messages):
-        assert "Result from UI Operator_1 · id: out_1" in str(messages[-1].content)
+        assert has_envelope(str(messages[-1].content), title="Result", sender="UI Operator_1", id="out_1")
         return act(call("send_message_to_sub_agent", display_name="UI Operator_1", message="Now the footer."))
 
     run = run_team(
@@ -209,7 +210,7 @@ def test_a_message_to_an_idle_member_starts_a_new_turn(run_team):
     record = run.agents()["UI Operator_1"]
     assert record["turn"] == 2
     assert record["status"] == "idle"
-    assert "Result from UI Operator_1 · id: out_2\n<UI Operator_1><Output>Footer done.</Output></UI Operator_1>" in run.inbox_texts(LEADER)
+    assert env("Result", "UI Operator_1", "Output", "Footer done.", id="out_2") in envelopes_in(run, LEADER)
     assert run.user_replies() == ["Header and footer done."]
 
 
@@ -236,7 +237,7 @@ def test_a_message_to_a_member_with_an_open_tool_call_waits_for_its_result(run_t
     assert "Also add a logo." in history[3].content
 
 
-def test_messages_arriving_together_are_batched_into_one_user_message(run_team):
+def test_messages_arriving_together_land_in_one_turn_in_order(run_team):
     run = run_team(
         {
             LEADER: [
@@ -250,9 +251,7 @@ def test_messages_arriving_together_are_batched_into_one_user_message(run_team):
             "Researcher_1": ["Got both."],
         }
     )
-    [batch] = run.inbox_texts("Researcher_1")
-    assert batch.index("First.") < batch.index("Second.")
-    assert batch.count("Message from Team Leader") == 2
+    assert [(e["sender"], e["body"]) for e in envelopes_in(run, "Researcher_1")] == [(LEADER, "First."), (LEADER, "Second.")]
     assert run.agents()["Researcher_1"]["turn"] == 1
 
 
@@ -374,7 +373,7 @@ def test_a_question_the_leader_never_answers_is_reminded_then_released(run_team)
 def _answer_the_question(messages):
     """Leader turn: answer the member's question if one is visible, else end the turn."""
     seen = "\n".join(str(m.content) for m in messages if not isinstance(m, AIMessage))
-    ids = re.findall(r"Question from UI Operator_1 · id: (ask_\d+)", seen)
+    ids = re.findall(r"Question from UI Operator_1\nid: (ask_\d+)\n", seen)
     answered = any(
         c["name"] == "answer_sub_agent_question" for m in messages if isinstance(m, AIMessage) for c in m.tool_calls
     )
@@ -668,7 +667,7 @@ def test_the_demo_team_delivers_every_message_exactly_once(make_team):
     # Each question reaches its receiver exactly once.
     for request in run.requests().values():
         receiver_text = "\n".join(run.inbox_texts(request["to"]))
-        assert receiver_text.count(f"id: {request['id']} ") == 1, request["id"]
+        assert receiver_text.count(f"id: {request['id']}\n") == 1, request["id"]
         assert request["status"] == "answered"
     # Every member's final answer reached the leader once (as a result or a tool result).
     for name in agents:
@@ -687,9 +686,9 @@ def test_histories_stay_exactly_once_across_user_messages(make_team):
             return act(call("create_sub_agent", role_id="researcher", task="Part one."))
         if last == "Now part two":
             return act(call("send_message_to_sub_agent", display_name="Researcher_1", message="Part two."))
-        if "Result from Researcher_1 · id: out_1" in last:
+        if has_envelope(last, title="Result", sender="Researcher_1", id="out_1"):
             return "Part one done."
-        if "Result from Researcher_1 · id: out_2" in last:
+        if has_envelope(last, title="Result", sender="Researcher_1", id="out_2"):
             return "Part two done."
         return ""
 

@@ -15,6 +15,7 @@ import pytest
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
+from fidelity_fixtures import env, envelopes_in, parsed
 from teamgraph import RoleFileError, ScriptedChatModel, Team
 from scripting import act, call, errors_of, reply_when_done, types
 
@@ -50,13 +51,8 @@ def test_create_sub_agent_with_task_starts_the_member_and_its_result_reaches_the
     assert run.tool_result(LEADER, "create_sub_agent").startswith("Created UI Operator_1 (UI Operator)")
     member = run.history("UI Operator_1")
     assert types(member) == ["HumanMessage", "AIMessage"]
-    assert member[0].content == (
-        "Task from Team Leader\n<Team Leader><Task>Design the login page.</Task></Team Leader>"
-    )
-    assert (
-        "Result from UI Operator_1 · id: out_1\n"
-        "<UI Operator_1><Output>Login page designed: web/login.html</Output></UI Operator_1>"
-    ) in run.inbox_texts(LEADER)
+    assert parsed(member[0].content) == env("Task", LEADER, "Task", "Design the login page.")
+    assert env("Result", "UI Operator_1", "Output", "Login page designed: web/login.html", id="out_1") in envelopes_in(run, LEADER)
     record = run.agents()["UI Operator_1"]
     assert (record["role"], record["status"], record["created_by"]) == ("ui-operator", "idle", LEADER)
     assert run.user_replies() == ["The login page is designed."]
@@ -83,9 +79,7 @@ def test_create_sub_agent_without_task_leaves_the_member_idle_until_messaged(run
     # Its first turn starts with the message, not with an (absent) task.
     history = run.history("Researcher_1")
     assert types(history) == ["HumanMessage", "AIMessage"]
-    assert history[0].content == (
-        "Message from Team Leader\n<Team Leader><Message>Compare A and B.</Message></Team Leader>"
-    )
+    assert parsed(history[0].content) == env("Message", LEADER, "Message", "Compare A and B.")
     assert run.agents()["Researcher_1"]["turn"] == 1
 
 
@@ -173,9 +167,8 @@ def test_send_message_to_sub_agent_wraps_the_body_in_a_message_envelope(run_team
         }
     )
     assert run.tool_result(LEADER, "send_message_to_sub_agent") == "Message sent to Researcher_1."
-    assert run.inbox_texts("Researcher_1") == [
-        "Message from Team Leader\n<Team Leader><Message>Use sources from 2024.</Message></Team Leader>"
-    ]
+    assert envelopes_in(run, "Researcher_1") == [env("Message", LEADER, "Message", "Use sources from 2024.")]
+    assert len(run.inbox_texts("Researcher_1")) == 1
 
 
 def test_ask_sub_agent_blocks_one_round_and_the_member_reply_is_the_result(run_team):
@@ -198,9 +191,11 @@ def test_ask_sub_agent_blocks_one_round_and_the_member_reply_is_the_result(run_t
     assert "Indigo #4F46E5." in leader[ask + 1].content
     assert "UI Operator_1" in leader[ask + 1].content
     # The reply arrives once: as the tool result, not again as a Result envelope.
-    assert not any("Result from UI Operator_1" in t for t in run.inbox_texts(LEADER))
-    assert run.inbox_texts("UI Operator_1")[0].startswith("Question from Team Leader · id: ask_1")
-    assert "<Team Leader><Ask>Which colour for the button?</Ask></Team Leader>" in run.inbox_texts("UI Operator_1")[0]
+    assert not any(e["sender"] == "UI Operator_1" and e["title"] == "Result" for e in envelopes_in(run, LEADER))
+    question = parsed(run.inbox_texts("UI Operator_1")[0])
+    assert (question["title"], question["sender"], question["fields"]["id"], question["tag"], question["body"]) == (
+        "Question", LEADER, "ask_1", "Ask", "Which colour for the button?",
+    )
     request = run.requests()["ask_1"]
     assert (request["from"], request["to"], request["status"]) == (LEADER, "UI Operator_1", "answered")
     assert run.user_replies() == ["The button will be indigo."]
@@ -223,11 +218,11 @@ def test_ask_master_and_answer_sub_agent_question(run_team):
         }
     )
 
-    question = next(t for t in run.inbox_texts(LEADER) if "Question from" in t)
-    assert question == (
-        "Question from Full-Stack Engineer_1 · id: ask_1 · answer with answer_sub_agent_question\n"
-        "<Full-Stack Engineer_1><Ask>JWT or session cookies?</Ask></Full-Stack Engineer_1>"
+    question = next(e for e in envelopes_in(run, LEADER) if e["tag"] == "Ask")
+    assert (question["title"], question["sender"], question["fields"]["id"], question["body"]) == (
+        "Question", "Full-Stack Engineer_1", "ask_1", "JWT or session cookies?",
     )
+    assert "answer_sub_agent_question" in question["fields"]["respond"]
     assert run.tool_result(LEADER, "answer_sub_agent_question") == "Answered ask_1 (Full-Stack Engineer_1)."
     assert "Use JWT access tokens." in run.tool_result("Full-Stack Engineer_1", "ask_master")
     request = run.requests()["ask_1"]
@@ -373,12 +368,11 @@ def test_member_text_next_to_tool_calls_reaches_the_leader_as_progress(run_team)
             ],
         }
     )
-    texts = "\n\n".join(run.inbox_texts(LEADER))
-    assert (
-        "Progress from UI Operator_1 · id: out_1\n"
-        "<UI Operator_1><Output>Looking at the existing files first.</Output></UI Operator_1>"
-    ) in texts
-    assert "Result from UI Operator_1 · id: out_2\n<UI Operator_1><Output>Designed the page.</Output></UI Operator_1>" in texts
+    outputs = [e for e in envelopes_in(run, LEADER) if e["tag"] == "Output"]
+    assert outputs == [
+        env("Progress", "UI Operator_1", "Output", "Looking at the existing files first.", id="out_1"),
+        env("Result", "UI Operator_1", "Output", "Designed the page.", id="out_2"),
+    ]
     assert run.user_replies() == ["Designed."]
 
 
@@ -472,11 +466,11 @@ def test_ask_other_agent_and_answer_other_agent_with_a_notice_to_the_leader(run_
         }
     )
 
-    question = next(t for t in run.inbox_texts("UI Operator_1") if "Question from" in t)
-    assert question == (
-        "Question from UI Operator_2 · id: ask_1 · answer with answer_other_agent\n"
-        "<UI Operator_2><Ask>Which palette do you use?</Ask></UI Operator_2>"
+    question = next(e for e in envelopes_in(run, "UI Operator_1") if e["tag"] == "Ask")
+    assert (question["title"], question["sender"], question["fields"]["id"], question["body"]) == (
+        "Question", "UI Operator_2", "ask_1", "Which palette do you use?",
     )
+    assert "answer_other_agent" in question["fields"]["respond"]
     assert run.tool_result("UI Operator_1", "answer_other_agent") == "Answered ask_1 (UI Operator_2)."
     assert "Indigo, 8px radius." in run.tool_result("UI Operator_2", "ask_other_agent")
     request = run.requests()["ask_1"]

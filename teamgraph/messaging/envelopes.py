@@ -1,11 +1,26 @@
 """Envelopes: how one agent's words arrive in another agent's history.
 
 What an agent says to another arrives as a user-role message, wrapped so the
-receiver knows who speaks, what kind of message it is and which id to answer
-(our English rendering of the seed formats).
+receiver knows who speaks, what kind of message it is and which id to answer.
+The layout follows the Team Leader spec (docs/protocols.md, "Envelopes"): a title
+line, one ``key: value`` line per field (``id``, ``to``, ...), then the XML tags,
+each on its own line::
+
+    Progress from UI Operator_1
+    id: out_7
+    <UI Operator_1>
+    <Output>
+    Login page designed: project/web/login.html
+    </Output>
+    </UI Operator_1>
+
+``parse`` reads an envelope back into its fields.
 """
 
 from __future__ import annotations
+
+import re
+from typing import TypedDict
 
 from langchain_core.messages import HumanMessage
 
@@ -16,24 +31,65 @@ LEADER = "Team Leader"
 ENVELOPE_KEY = "teamgraph_envelope"
 
 
-def _wrap(sender: str, tag: str, body: str) -> str:
-    return f"<{sender}><{tag}>{body}</{tag}></{sender}>"
+class Envelope(TypedDict):
+    """An envelope read back by ``parse``."""
+
+    title: str
+    """What it is: "Task", "Message", "Progress", "Result", "Question", "Reply", ..."""
+    sender: str
+    """The display name of who speaks."""
+    fields: dict[str, str]
+    """The header fields: ``id``, ``to``, ``respond``, ``note``."""
+    tag: str
+    """The inner tag: Task, Message, Output, Ask, Plan, Approval, ShutdownRequest, Call, Reply."""
+    body: str
+    """What the sender wrote."""
+
+
+def _envelope(title: str, sender: str, tag: str, body: str, **fields: str) -> str:
+    # NOTE: no blank line anywhere: envelopes that arrive together are joined by one
+    # blank line (as_message), and that is how the receiver tells them apart.
+    header = "".join(f"{key.replace('_', ' ')}: {value}\n" for key, value in fields.items() if value)
+    return f"{title} from {sender}\n{header}<{sender}>\n<{tag}>\n{body}\n</{tag}>\n</{sender}>"
+
+
+_ENVELOPE = re.compile(
+    r"(?P<title>[^\n]+?) from (?P<sender>[^\n]+)\n"
+    r"(?P<fields>(?:[a-z][a-z ]*: [^\n]*\n)*)"
+    r"<(?P=sender)>\n<(?P<tag>\w+)>\n(?P<body>.*)\n</(?P=tag)>\n</(?P=sender)>",
+    re.DOTALL,
+)
+
+
+def parse(text: str) -> Envelope | None:
+    """Read one envelope back into its fields (None if ``text`` is not an envelope).
+
+    Args:
+        text: One envelope, as ``task``, ``message``, ``output``, ``request`` or ``reply`` wrote it.
+
+    Returns:
+        Its title, sender, header fields, tag and body.
+    """
+    match = _ENVELOPE.fullmatch(text)
+    if match is None:
+        return None
+    fields = dict(line.split(": ", 1) for line in match["fields"].splitlines())
+    return Envelope(title=match["title"], sender=match["sender"], fields=fields, tag=match["tag"], body=match["body"])
 
 
 def task(sender: str, body: str) -> str:
     """A task given to a member."""
-    return f"Task from {sender}\n{_wrap(sender, 'Task', body)}"
+    return _envelope("Task", sender, "Task", body)
 
 
 def message(sender: str, body: str) -> str:
     """A message (guidance, information) that asks for no particular reply."""
-    return f"Message from {sender}\n{_wrap(sender, 'Message', body)}"
+    return _envelope("Message", sender, "Message", body)
 
 
 def output(sender: str, out_id: str, body: str, *, final: bool) -> str:
     """A member's progress output or its turn's result, for the leader."""
-    kind = "Result" if final else "Progress"
-    return f"{kind} from {sender} · id: {out_id}\n{_wrap(sender, 'Output', body)}"
+    return _envelope("Result" if final else "Progress", sender, "Output", body, id=out_id)
 
 
 # How the receiver of each request kind responds (for the envelope's header).
@@ -48,23 +104,60 @@ _RESPONSE = {
 }
 
 REPLY_SKIP = "REPLY_SKIP"
-"""A reply that ends a ping-pong exchange (seed 004)."""
+"""Contained in a reply, it ends a ping-pong exchange (docs/protocols.md, "Control words")."""
 ANNOUNCE_SKIP = "ANNOUNCE_SKIP"
-"""A result that is not announced to the requester (seed 004)."""
+"""Contained in a background run's result, it is not announced to the requester."""
 CONTROL_WORDS = frozenset({REPLY_SKIP, ANNOUNCE_SKIP})
 
+# NOTE: "contains", as the sessions spec says, but as a whole word: REPLY_SKIPPED or
+# NO_REPLY_SKIP are ordinary words.
+_CONTROL_WORD = {word: re.compile(rf"(?<![A-Za-z0-9_]){word}(?![A-Za-z0-9_])") for word in CONTROL_WORDS}
 
-def request(kind: str, sender: str, request_id: str, body: str, *, reply_via: str = "tool", style: str | None = None) -> str:
+
+def has_control_word(text: str, word: str) -> bool:
+    """Whether ``text`` contains the control word ``word`` (REPLY_SKIP or ANNOUNCE_SKIP).
+
+    Args:
+        text: A reply or a result.
+        word: ``REPLY_SKIP`` or ``ANNOUNCE_SKIP``.
+
+    Returns:
+        True if ``word`` occurs in ``text`` as a word of its own.
+    """
+    return bool(_CONTROL_WORD[word].search(text))
+
+
+def without_control_words(text: str) -> str:
+    """``text`` with every control word removed: what may be forwarded or reported.
+
+    Args:
+        text: A reply or a result.
+
+    Returns:
+        The rest of the text, stripped; empty if it held nothing but control words.
+    """
+    kept = []
+    for line in text.splitlines():
+        rest = line
+        for pattern in _CONTROL_WORD.values():
+            rest = pattern.sub("", rest)
+        # NOTE: a line that held only control words goes, so no blank line is left behind.
+        if rest.strip() or not line.strip():
+            kept.append(rest.rstrip())
+    return "\n".join(kept).strip()
+
+
+def request(
+    kind: str, sender: str, request_id: str, body: str, *, reply_via: str = "tool", style: str | None = None
+) -> str:
     """A request (question, plan, approval, shutdown) the receiver must respond to."""
     title, tag, how = _RESPONSE[(style or kind, reply_via)]
-    return f"{title} from {sender} · id: {request_id} · {how}\n{_wrap(sender, tag, body)}"
+    return _envelope(title, sender, tag, body, id=request_id, respond=how)
 
 
 def reply(sender: str, request_id: str, body: str, *, late: bool = False, round_: str = "") -> str:
     """An answer that reaches the asker as a message (after a time-out, or a run's result)."""
-    kind = "Late reply" if late else "Reply"
-    extra = f" · {round_}" if round_ else ""
-    return f"{kind} from {sender} · to: {request_id}{extra}\n{_wrap(sender, 'Reply', body)}"
+    return _envelope("Late reply" if late else "Reply", sender, "Reply", body, to=request_id, note=round_)
 
 
 def notice(body: str) -> str:
@@ -75,6 +168,22 @@ def notice(body: str) -> str:
 def as_message(texts: list[str], *, kind: str = "inbox") -> HumanMessage:
     """Batch the envelopes that arrive together into one user-role message."""
     return HumanMessage(content="\n\n".join(texts), additional_kwargs={ENVELOPE_KEY: kind})
+
+
+def as_messages(texts: list[str], *, kind: str = "inbox") -> list[HumanMessage]:
+    """One user-role message per envelope, in order (the Team Leader spec's layout).
+
+    NOTE: several outputs batched into one message make a model answer the first
+    and miss the ids of the others.
+
+    Args:
+        texts: The envelopes (and notices) that arrive together.
+        kind: Stored under ``ENVELOPE_KEY`` on each message.
+
+    Returns:
+        The messages to append to the receiver's history.
+    """
+    return [HumanMessage(content=text, additional_kwargs={ENVELOPE_KEY: kind}) for text in texts]
 
 
 def clip(text: str, limit: int = 120) -> str:

@@ -12,7 +12,7 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 
-ToolSetName = Literal["leader", "member", "files", "protocols", "collaboration", "sessions"]
+ToolSetName = Literal["leader", "member", "files", "protocols", "collaboration", "sessions", "teammates"]
 """A tool set a role may use; each maps to one module in ``teamgraph.tools``."""
 
 ThinkingMode = Literal["fast", "deep"]

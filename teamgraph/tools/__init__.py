@@ -14,6 +14,7 @@ from teamgraph.tools.leader import make_leader_tools
 from teamgraph.tools.member import make_member_tools
 from teamgraph.tools.protocols import make_protocol_tools
 from teamgraph.tools.sessions import make_session_tools
+from teamgraph.tools.teammates import make_teammate_tools
 
 TOOL_SET_FACTORIES: dict[str, Callable[[TeamRuntime, Role], list[BaseTool]]] = {
     "leader": lambda runtime, role: make_leader_tools(runtime),
@@ -22,6 +23,7 @@ TOOL_SET_FACTORIES: dict[str, Callable[[TeamRuntime, Role], list[BaseTool]]] = {
     "protocols": lambda runtime, role: make_protocol_tools(runtime, leader=role.is_leader),
     "collaboration": lambda runtime, role: make_collaboration_tools(runtime),
     "sessions": lambda runtime, role: make_session_tools(runtime),
+    "teammates": lambda runtime, role: make_teammate_tools(runtime, leader=role.is_leader),
 }
 """Tool set name -> factory (the sets a role file's ``tools`` list may name)."""
 

@@ -1,4 +1,4 @@
-"""The collaboration spec's tools (seed 000): call_agent, call_agents, assign_agent_work.
+"""The collaboration tools (docs/protocols.md, "Collaboration"): call_agent, call_agents, assign_agent_work.
 
 Messages carry ``sender, receiver, content, project_name, task_name, files``. You
 cannot call the master (the Team Leader) nor yourself. Files are paths inside
@@ -33,7 +33,7 @@ def collaboration_message(
     task_name: str | None,
     files: list[str] | None,
 ) -> str:
-    """The seed-000 message: its fields, then the content; files checked to be in the project."""
+    """The collaboration message: its fields, then the content; files checked to be in the project."""
     if files and not project_name:
         raise fail("files need a project_name: they are paths inside project/{project_name}/.")
     lines = [f"sender: {sender}", f"receiver: {receiver}"]

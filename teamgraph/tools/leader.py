@@ -1,4 +1,4 @@
-"""The Team Leader's tools (seed 001): create, guide, ask, answer and end members."""
+"""The Team Leader's tools (docs/protocols.md, "Leader tools"): create, guide, ask, answer and end members."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def make_leader_tools(runtime: TeamRuntime) -> list[BaseTool]:
         runtime: The team runtime (role catalogue, home folder).
 
     Returns:
-        The tools, named and argued as seed 001 specifies.
+        The tools, named and argued as the Team Leader spec specifies (docs/protocols.md).
     """
 
     @tool

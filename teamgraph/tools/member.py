@@ -1,4 +1,4 @@
-"""A member's tools (seed 002): ask the master, ask and answer peers."""
+"""A member's tools (docs/protocols.md, "Member tools"): ask the master, ask and answer peers."""
 
 from __future__ import annotations
 

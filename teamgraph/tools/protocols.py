@@ -1,4 +1,4 @@
-"""Team protocols (seed 003): plans, approvals, shutdowns, escalation, the task board.
+"""Team protocols (docs/protocols.md, "Shutdown" and "Plans"): plans, approvals, shutdowns, escalation, the task board.
 
 Every protocol is a request with an id, a tracker entry that moves from
 ``pending`` to a closed status once, and a response that names the id. Who
@@ -20,6 +20,8 @@ from teamgraph.messaging.envelopes import LEADER
 from teamgraph.protocols.requests import (
     APPROVAL,
     ASK,
+    COUNTER,
+    ID_PREFIX,
     MEMBER_PLAN,
     PLAN,
     SHUTDOWN,
@@ -44,14 +46,20 @@ class PlanStep(BaseModel):
 
     title: str = Field(description="What this step delivers.")
     role_id: str | None = Field(default=None, description="The role that does it.")
-    depends_on: list[int] = Field(default_factory=list, description="Numbers (1-based) of steps that must finish first.")
+    depends_on: list[int] = Field(
+        default_factory=list, description="Numbers (1-based) of steps that must finish first."
+    )
 
 
 def _request_to_me(view: View, request_id: str, kinds: tuple[str, ...]) -> dict:
     """A pending request of one of ``kinds`` that the caller must decide, or an error."""
     record = view["requests"].get(request_id)
     if record is None or record["kind"] not in kinds or record.get("route") != caller(view):
-        mine = [r for r, rec in view["requests"].items() if rec["kind"] in kinds and rec.get("route") == caller(view) and is_pending(rec)]
+        mine = [
+            r
+            for r, rec in view["requests"].items()
+            if rec["kind"] in kinds and rec.get("route") == caller(view) and is_pending(rec)
+        ]
         raise fail(f"Unknown {' or '.join(kinds)} request '{request_id}'. Yours pending: {', '.join(mine) or 'none'}.")
     earlier = [e for e in view["effects"] if e["kind"] == "answer" and e["request_id"] == request_id]
     if earlier:
@@ -61,10 +69,49 @@ def _request_to_me(view: View, request_id: str, kinds: tuple[str, ...]) -> dict:
     return record
 
 
-def _shutdown_request(view: View, display_name: str, reason: str) -> dict:
-    """The effect that asks an active member to shut down (shutdown_request, send_message)."""
+def next_request_id(view: View, kind: str) -> str:
+    """The id the router gives a request the Team Leader opens with its current tool call.
+
+    NOTE: ids come from one counter per thread, advanced in the order the router
+    applies effects: the leader's first (it is agent 0, and its step is one model
+    call), in call order. So the leader's next id is the counter plus the requests
+    its earlier calls of this step opened, plus one. A member cannot know: other
+    members' requests of the same superstep may come before its own.
+
+    Args:
+        view: The leader's view of the team.
+        kind: The request kind (``shutdown``, ...).
+    """
+    if caller(view) != LEADER:
+        raise ValueError("only the Team Leader's request ids are known when its tool call runs")
+    opened = sum(1 for e in view["effects"] if e["kind"] == effects.OPEN)
+    number = view["team"].get("counters", {}).get(COUNTER, 0) + opened + 1
+    return f"{ID_PREFIX.get(kind, kind)}_{number}"
+
+
+def _shutdown_request(view: View, display_name: str, reason: str, tool_call_id: str):
+    """Ask an active member to shut down; the result names the request id (shutdown_request, send_message)."""
     require_member(view, display_name)
-    return effects.open_request(request_kind=SHUTDOWN, to=display_name, body=reason or "Your work is no longer needed.")
+    request_id = next_request_id(view, SHUTDOWN)
+    return reply(
+        f"Shutdown request {request_id} sent to '{display_name}' (status: pending)",
+        tool_call_id,
+        effects.open_request(request_kind=SHUTDOWN, to=display_name, body=reason or "Your work is no longer needed."),
+    )
+
+
+def plan_submitted(request_id: str) -> str:
+    """What submitting a plan returns at once, in the team protocols' words (for the router's call site)."""
+    return f"Plan submitted (request_id={request_id}). Waiting for lead approval."
+
+
+def broadcast(view: View, content: str, tool_call_id: str):
+    """Deliver ``content`` to every other active member (send_message's ``broadcast`` type)."""
+    members = [n for n in active_members(view) if n != caller(view)]
+    if not members:
+        raise fail("No active member to broadcast to.")
+    sent = [effects.deliver(to=n, body=content) for n in members]
+    return reply(f"Broadcast to {len(members)} member(s): {', '.join(members)}.", tool_call_id, *sent)
 
 
 def _response(
@@ -98,7 +145,8 @@ def _update_task_tool() -> BaseTool:
         """
         board = view["team"].get("board", [])
         if not any(t["id"] == task_id for t in board):
-            raise fail(f"No task '{task_id}' on the board. Tasks: {', '.join(t['id'] for t in board) or 'none (no approved plan yet)'}.")
+            tasks = ", ".join(t["id"] for t in board) or "none (no approved plan yet)"
+            raise fail(f"No task '{task_id}' on the board. Tasks: {tasks}.")
         return reply(f"{task_id} is {status}.", tool_call_id, effects.board(task_id=task_id, status=status, note=note))
 
     return update_task
@@ -131,7 +179,7 @@ def _request_approval_tool() -> BaseTool:
 
 
 MESSAGE_TYPES = ("message", "broadcast", "shutdown_request", "shutdown_response", "plan_approval_response")
-"""The message types of seed 003."""
+"""The message types of the team protocols (docs/protocols.md, "Message types")."""
 
 
 def _send_message_tool() -> BaseTool:
@@ -145,7 +193,7 @@ def _send_message_tool() -> BaseTool:
         request_id: str | None = None,
         approve: bool | None = None,
     ):
-        """Send a typed message (seed 003): message, broadcast, or a protocol message.
+        """Send a typed message: message, broadcast, or a protocol message.
 
         Args:
             to: The receiver's display name ("*" or anything for a broadcast).
@@ -159,11 +207,7 @@ def _send_message_tool() -> BaseTool:
         if msg_type not in MESSAGE_TYPES:
             raise fail(f"Unknown message type '{msg_type}'. Valid types: {', '.join(MESSAGE_TYPES)}.")
         if msg_type == "broadcast":
-            members = [n for n in active_members(view) if n != me]
-            if not members:
-                raise fail("No active member to broadcast to.")
-            sent = [effects.deliver(to=n, body=content) for n in members]
-            return reply(f"Broadcast to {len(members)} member(s): {', '.join(members)}.", tool_call_id, *sent)
+            return broadcast(view, content, tool_call_id)
         if msg_type == "message":
             if to != LEADER:
                 require_member(view, to)
@@ -173,7 +217,7 @@ def _send_message_tool() -> BaseTool:
         if msg_type == "shutdown_request":
             if me != LEADER:
                 raise fail("Only the Team Leader sends shutdown requests.")
-            return reply(f"Shutdown request sent to {to} (status: pending).", tool_call_id, _shutdown_request(view, to, content))
+            return _shutdown_request(view, to, content, tool_call_id)
         if request_id is None or approve is None:
             raise fail(f"A {msg_type} needs request_id and approve (true or false).")
         kinds = (SHUTDOWN,) if msg_type == "shutdown_response" else (MEMBER_PLAN, APPROVAL)
@@ -206,7 +250,8 @@ def make_leader_protocol_tools(runtime: TeamRuntime) -> list[BaseTool]:
             raise fail("A plan needs at least one step: [{title, role_id, depends_on}].")
         for number, step in enumerate(steps, 1):
             if step.role_id and step.role_id not in runtime.roles:
-                raise fail(f"Step {number}: unknown role '{step.role_id}'. Roles: {', '.join(r for r in runtime.roles if r != 'team-leader')}.")
+                roles = ", ".join(r for r in runtime.roles if r != "team-leader")
+                raise fail(f"Step {number}: unknown role '{step.role_id}'. Roles: {roles}.")
             if any(d < 1 or d >= number for d in step.depends_on):
                 raise fail(f"Step {number}: depends_on must name earlier steps (1 to {number - 1}).")
         details = {
@@ -216,7 +261,9 @@ def make_leader_protocol_tools(runtime: TeamRuntime) -> list[BaseTool]:
         }
         body = summary + "\n" + "\n".join(f"{i}. {s.title} ({s.role_id or 'any role'})" for i, s in enumerate(steps, 1))
         return defer(
-            effects.open_request(request_kind=PLAN, body=body, call_id=tool_call_id, tool="propose_plan", details=details)
+            effects.open_request(
+                request_kind=PLAN, body=body, call_id=tool_call_id, tool="propose_plan", details=details
+            )
         )
 
     @tool
@@ -253,15 +300,11 @@ def make_leader_protocol_tools(runtime: TeamRuntime) -> list[BaseTool]:
             display_name: The member's display name.
             reason: Why (e.g. "your part is done").
         """
-        return reply(
-            f"Shutdown request sent to {display_name} (status: pending). Check it with check_shutdown_status.",
-            tool_call_id,
-            _shutdown_request(view, display_name, reason),
-        )
+        return _shutdown_request(view, display_name, reason, tool_call_id)
 
     @tool
     def check_shutdown_status(request_id: str, view: Annotated[View, InjectedState("view")]) -> str:
-        """The status of a shutdown request.
+        """The status of a shutdown request: request_id, target, status, timestamp, answer, deadline.
 
         Args:
             request_id: The id, e.g. "shutdown_4".
@@ -270,7 +313,15 @@ def make_leader_protocol_tools(runtime: TeamRuntime) -> list[BaseTool]:
         if record is None or record["kind"] != SHUTDOWN:
             ids = [r for r, rec in view["requests"].items() if rec["kind"] == SHUTDOWN]
             raise fail(f"Unknown shutdown request '{request_id}'. Shutdown requests: {', '.join(ids) or 'none'}.")
-        return json.dumps({k: record[k] for k in ("id", "to", "status", "answer", "opened_at", "deadline")}, ensure_ascii=False)
+        status = {
+            "request_id": record["id"],
+            "target": record["to"],
+            "status": record["status"],
+            "timestamp": record["opened_at"],
+            "answer": record["answer"],
+            "deadline": record.get("deadline"),
+        }
+        return json.dumps(status, ensure_ascii=False)
 
     @tool
     def escalate_to_user(
@@ -288,8 +339,14 @@ def make_leader_protocol_tools(runtime: TeamRuntime) -> list[BaseTool]:
         record = view["requests"].get(request_id)
         if record is None or not is_pending(record) or record.get("route") != LEADER:
             mine = [r for r, rec in view["requests"].items() if is_pending(rec) and rec.get("route") == LEADER]
-            raise fail(f"'{request_id}' is not a request waiting for you. Waiting for you: {', '.join(mine) or 'none'}.")
-        return reply(f"{request_id} was sent to the user.", tool_call_id, effects.escalate(request_id=request_id, note=note or None))
+            raise fail(
+                f"'{request_id}' is not a request waiting for you. Waiting for you: {', '.join(mine) or 'none'}."
+            )
+        return reply(
+            f"{request_id} was sent to the user.",
+            tool_call_id,
+            effects.escalate(request_id=request_id, note=note or None),
+        )
 
     @tool
     def ask_user(question: str, tool_call_id: Annotated[str, InjectedToolCallId]):
@@ -298,9 +355,23 @@ def make_leader_protocol_tools(runtime: TeamRuntime) -> list[BaseTool]:
         Args:
             question: A specific question; give the options you see.
         """
-        return defer(effects.open_request(request_kind=ASK, body=question, call_id=tool_call_id, tool="ask_user", details={"to_user": True}))
+        return defer(
+            effects.open_request(
+                request_kind=ASK, body=question, call_id=tool_call_id, tool="ask_user", details={"to_user": True}
+            )
+        )
 
-    return [propose_plan, review_plan, shutdown_request, check_shutdown_status, escalate_to_user, ask_user, _request_approval_tool(), _update_task_tool(), _send_message_tool()]
+    return [
+        propose_plan,
+        review_plan,
+        shutdown_request,
+        check_shutdown_status,
+        escalate_to_user,
+        ask_user,
+        _request_approval_tool(),
+        _update_task_tool(),
+        _send_message_tool(),
+    ]
 
 
 def make_member_protocol_tools(runtime: TeamRuntime) -> list[BaseTool]:
@@ -314,7 +385,11 @@ def make_member_protocol_tools(runtime: TeamRuntime) -> list[BaseTool]:
         Args:
             plan: The steps you will take, the files you will touch, how you will check.
         """
-        return defer(effects.open_request(request_kind=MEMBER_PLAN, body=plan, call_id=tool_call_id, tool="submit_plan", details={"plan": plan}))
+        return defer(
+            effects.open_request(
+                request_kind=MEMBER_PLAN, body=plan, call_id=tool_call_id, tool="submit_plan", details={"plan": plan}
+            )
+        )
 
     @tool
     def shutdown_response(

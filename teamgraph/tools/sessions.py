@@ -1,4 +1,4 @@
-"""Agent-to-agent sessions (seed 004): sessions_list, sessions_send, sessions_spawn.
+"""Agent-to-agent sessions (docs/protocols.md, "Sessions"): sessions_list, sessions_send, sessions_spawn.
 
 An agent's session key is its display name. ``sessions_send`` blocks up to a
 time-out (the target keeps working after it; its reply then arrives as a
@@ -30,29 +30,143 @@ from teamgraph.tools.context import (
 
 DEFAULT_TIMEOUT_SECONDS = 120
 
+PURPOSES = {True: "knowledge query (ask, learn, check, confirm)", False: "notification (inform, pass on)"}
+"""The default purpose (通信目的) of a sessions_send, by whether it blocks."""
+EXPECTED = {True: "blocking", False: "fire-and-forget"}
+"""The expected response (期望响应) of a sessions_send, by whether it blocks."""
+NOT_GIVEN = "(not given)"
+
 
 def live_sessions(view: View) -> list[str]:
     """The session keys of every agent that can still receive messages."""
     return [n for n, r in view["agents"].items() if r["status"] in ACTIVE_STATUSES]
 
 
+def unknown_target(target: str, available: list[str]) -> str:
+    """The error for a target that does not exist or is unavailable (docs/protocols.md, "Sessions").
+
+    Args:
+        target: The session key the caller gave.
+        available: The live session keys it may use instead.
+    """
+    listing = "\n".join(f"- {key}" for key in available) or "- (none)"
+    return (
+        f'Target agent "{target}" does not exist or is unavailable.\n'
+        f"Available agents (from sessions_list):\n{listing}\n"
+        "Check the target name or choose another agent; call sessions_list for the live session keys, "
+        "do not reuse keys from memory."
+    )
+
+
+def timed_out(target: str, request_id: str, seconds: float) -> str:
+    """The result of a blocking sessions_send whose target did not reply in time.
+
+    Args:
+        target: The target's session key.
+        request_id: The request (``ask_N``) whose reply will come later as a message.
+        seconds: The time-out the caller gave (``timeoutSeconds``).
+    """
+    return (
+        f'Communication with target agent "{target}" timed out ({seconds:g} seconds without a response; '
+        f"request {request_id}).\n"
+        "Possible causes:\n1. The target is busy with other tasks.\n2. The task is complex and needs more time.\n"
+        "Suggestions:\n1. Retry later, or send again with a larger timeoutSeconds.\n"
+        "2. Use sessions_spawn to run it in the background.\n"
+        f"{target} keeps working: its reply will reach you as a message."
+    )
+
+
+def communication_failed(target: str, error: str) -> str:
+    """The result of a sessions_send that failed for another reason (the target failed, a deadlock...).
+
+    Args:
+        target: The target's session key.
+        error: What went wrong.
+    """
+    return (
+        f'Communication with target agent "{target}" failed.\n'
+        f"Error: {error}\n"
+        "Suggestions:\n1. Check that the sessionKey is right (sessions_list).\n"
+        "2. Try sessions_spawn to run it in the background."
+    )
+
+
 def require_session(view: View, key: str) -> None:
-    """An error worded as seed 004 words it, unless ``key`` is a live session other than the caller's."""
+    """An error worded as the sessions spec words it, unless ``key`` is a live session other than the caller's."""
     if key == caller(view):
         raise fail("That session is you: you cannot send to yourself.")
     terminated = any(e["kind"] == "terminate" and e["target"] == key for e in view["effects"])
     if key not in live_sessions(view) or terminated:
-        others = ", ".join(k for k in live_sessions(view) if k != caller(view)) or "none"
-        raise fail(f"Unknown session '{key}'. Available sessions: {others}. Call sessions_list to get the live session keys; do not reuse keys from memory.")
+        raise fail(unknown_target(key, [k for k in live_sessions(view) if k not in (caller(view), key)]))
 
 
-def request_header(view: View, target: str, *, expected: str, timeout: float) -> str:
-    """The seed 004 request header that precedes every sessions_send message."""
-    me = caller(view)
+def request_message(
+    view: View,
+    target: str,
+    message: str,
+    *,
+    timeout: float,
+    purpose: str | None = None,
+    user_request: str | None = None,
+    context_summary: str | None = None,
+) -> str:
+    """A sessions_send request in the spec's template: header, the user's words, the request, the context.
+
+    Args:
+        view: The caller's view of the team.
+        target: The receiver's session key.
+        message: The request itself.
+        timeout: The caller's ``timeoutSeconds`` (0: fire-and-forget).
+        purpose: Why the caller writes (通信目的); by default from whether it blocks.
+        user_request: The user's own words the request serves (用户需求).
+        context_summary: What the receiver should know besides (上下文摘要).
+
+    Returns:
+        The text delivered to ``target``.
+    """
+    me, blocking = caller(view), timeout > 0
+    # NOTE: the spec's template has blank lines around "---"; envelopes hold none (a
+    # blank line separates envelopes that arrive together), so the sections are
+    # separated by the "---" lines alone.
     return (
-        f"[Agent-to-agent]\nsender: {me}\nreceiver: {target}\nsource sessionKey: {me}\n"
-        f"expected response: {expected}\ntimeout: {timeout:g} s\n---\n"
+        f"[Agent-to-agent communication]\n"
+        f"sender: {me} ({view['agents'][me]['role']})\n"
+        f"receiver: {target}\n"
+        f"source sessionKey: {me}\n"
+        f"purpose: {purpose or PURPOSES[blocking]}\n"
+        f"expected response: {EXPECTED[blocking]}\n"
+        f"timeout: {timeout:g}\n"
+        f"---\n"
+        f"user request: {user_request or NOT_GIVEN}\n"
+        f"{message}\n"
+        f"---\n"
+        f"context summary: {context_summary or NOT_GIVEN}"
     )
+
+
+def spawn_target(runtime: TeamRuntime, view: View, agent_id: str | None) -> tuple[str, list[dict]]:
+    """Who runs a sessions_spawn task: a live session, or a new agent of a role (and its spawn effect).
+
+    Args:
+        runtime: The team runtime (the role catalogue).
+        view: The caller's view of the team.
+        agent_id: A live session key, a role id, or None for a new agent of the caller's role.
+
+    Returns:
+        The child's session key and the effects that create it (none for a live session).
+    """
+    me = caller(view)
+    if agent_id is not None and agent_id in view["agents"]:
+        require_session(view, agent_id)
+        return agent_id, []
+    if agent_id is None and me == LEADER:
+        raise fail("Give agentId: a role id for a new agent (e.g. 'researcher') or a live session key (sessions_list).")
+    role = runtime.roles.get(agent_id or view["agents"][me]["role"])
+    if role is None or role.is_leader:
+        ids = ", ".join(r for r in runtime.roles if r != "team-leader")
+        raise fail(f"Unknown agentId '{agent_id}'. Use a role id ({ids}) or a live session key (sessions_list).")
+    child = instance_name(view, role)
+    return child, [effects.spawn(role_id=role.id, name=child, task=None)]
 
 
 def make_session_tools(runtime: TeamRuntime) -> list[BaseTool]:
@@ -62,7 +176,12 @@ def make_session_tools(runtime: TeamRuntime) -> list[BaseTool]:
     def sessions_list(view: Annotated[View, InjectedState("view")]) -> str:
         """List the live sessions (agents) and their session keys. Call it before sending."""
         rows = [
-            {"sessionKey": name, "role_id": view["agents"][name]["role"], "status": view["agents"][name]["status"], "you": name == caller(view)}
+            {
+                "sessionKey": name,
+                "role_id": view["agents"][name]["role"],
+                "status": view["agents"][name]["status"],
+                "you": name == caller(view),
+            }
             for name in live_sessions(view)
         ]
         return json.dumps(rows, ensure_ascii=False)
@@ -74,31 +193,55 @@ def make_session_tools(runtime: TeamRuntime) -> list[BaseTool]:
         view: Annotated[View, InjectedState("view")],
         tool_call_id: Annotated[str, InjectedToolCallId],
         timeoutSeconds: float = DEFAULT_TIMEOUT_SECONDS,
+        purpose: str | None = None,
+        userRequest: str | None = None,
+        contextSummary: str | None = None,
     ):
         """Send a message to a session and wait up to timeoutSeconds for its reply (0: fire-and-forget).
 
-        After the reply you and the target may go back and forth a few rounds; reply
-        exactly REPLY_SKIP to stop.
+        After the reply you and the target may go back and forth a few rounds; put
+        REPLY_SKIP in your reply to stop.
 
         Args:
             sessionKey: The target's session key (from sessions_list).
             message: The request: what you need and what you expect back.
             timeoutSeconds: Seconds to wait (default 120); 0 sends without waiting.
+            purpose: Why you write, e.g. "knowledge query" or "notification" (default: from timeoutSeconds).
+            userRequest: The user's own words this request serves, if any.
+            contextSummary: What the target should know besides: decisions, files, who does what.
         """
         require_session(view, sessionKey)
         if timeoutSeconds < 0:
             raise fail("timeoutSeconds must be 0 (fire-and-forget) or a positive number of seconds.")
+        if timeoutSeconds > 0 and sessionKey == LEADER:
+            raise fail(
+                "To ask the Team Leader and wait, use ask_master; sessions_send with timeoutSeconds=0 only notifies it."
+            )
+        body = request_message(
+            view,
+            sessionKey,
+            message,
+            timeout=timeoutSeconds,
+            purpose=purpose,
+            user_request=userRequest,
+            context_summary=contextSummary,
+        )
         if timeoutSeconds == 0:
-            body = request_header(view, sessionKey, expected="none (fire-and-forget)", timeout=0) + message
-            return reply(f"Sent to {sessionKey} (fire-and-forget): no reply expected.", tool_call_id, effects.deliver(to=sessionKey, body=body))
-        if sessionKey == LEADER:
-            raise fail("To ask the Team Leader and wait, use ask_master; sessions_send with timeoutSeconds=0 only notifies it.")
-        body = request_header(view, sessionKey, expected="blocking reply", timeout=timeoutSeconds) + message
+            return reply(
+                f"Sent to {sessionKey} (fire-and-forget): no reply expected.",
+                tool_call_id,
+                effects.deliver(to=sessionKey, body=body),
+            )
         return defer(
             effects.open_request(
-                request_kind=QUESTION, to=sessionKey, body=body, call_id=tool_call_id,
-                tool="sessions_send", reply_via="output", timeout=timeoutSeconds,
-                details={"ping_pong": True},
+                request_kind=QUESTION,
+                to=sessionKey,
+                body=body,
+                call_id=tool_call_id,
+                tool="sessions_send",
+                reply_via="output",
+                timeout=timeoutSeconds,
+                details={"ping_pong": True, "timeout": timeoutSeconds},
             )
         )
 
@@ -127,26 +270,22 @@ def make_session_tools(runtime: TeamRuntime) -> list[BaseTool]:
         if runTimeoutSeconds < 0:
             raise fail("runTimeoutSeconds must be 0 (no limit) or a positive number of seconds.")
         me = caller(view)
-        spawned: list[dict] = []
-        if agentId in view["agents"]:
-            require_session(view, agentId)
-            child = agentId
-        else:
-            if agentId is None and me == LEADER:
-                raise fail("Give agentId: a role id for a new agent (e.g. 'researcher') or a live session key (sessions_list).")
-            role_id = agentId or view["agents"][me]["role"]
-            role = runtime.roles.get(role_id)
-            if role is None or role.is_leader:
-                ids = ", ".join(r for r in runtime.roles if r != "team-leader")
-                raise fail(f"Unknown agentId '{agentId}'. Use a role id ({ids}) or a live session key (sessions_list).")
-            child = instance_name(view, role)
-            spawned.append(effects.spawn(role_id=role.id, name=child, task=None))
-        header = f"[Background run from {me}" + (f" · {label}" if label else "") + "] Your final message is pushed back to the requester.\n"
+        child, spawned = spawn_target(runtime, view, agentId)
+        header = (
+            f"[Background run from {me}"
+            + (f" · {label}" if label else "")
+            + "] Your final message is pushed back to the requester.\n"
+        )
         return defer(
             *spawned,
             effects.open_request(
-                request_kind=RUN, to=child, body=task, call_id=tool_call_id, tool="sessions_spawn",
-                reply_via="output", timeout=runTimeoutSeconds or None,
+                request_kind=RUN,
+                to=child,
+                body=task,
+                call_id=tool_call_id,
+                tool="sessions_spawn",
+                reply_via="output",
+                timeout=runTimeoutSeconds or None,
                 details={"label": label, "cleanup": cleanup, "header": header},
             ),
         )

@@ -90,7 +90,6 @@ def test_as_messages_gives_one_user_message_per_envelope_and_as_message_still_ba
     assert envelopes.as_message(texts).content.split("\n\n") == texts
 
 
-@pytest.mark.xfail(strict=True, reason=NEEDS_ROUTER.format("RouterPass.flush appends envelopes.as_messages(...)"))
 def test_the_leader_gets_one_message_per_output_so_it_sees_every_id(run_team):
     run = run_team(
         {
@@ -123,7 +122,6 @@ def test_control_words_are_found_inside_a_text_as_words_of_their_own():
     assert without_control_words("Line one.\nANNOUNCE_SKIP\nLine two.") == "Line one.\nLine two."
 
 
-@pytest.mark.xfail(strict=True, reason=NEEDS_ROUTER.format("close_reply / continue_conversation use has_control_word"))
 def test_a_reply_that_contains_reply_skip_ends_the_ping_pong(clocked_team):
     run = clocked_team(
         {
@@ -142,7 +140,6 @@ def test_a_reply_that_contains_reply_skip_ends_the_ping_pong(clocked_team):
     assert run.values["team"].get("conversations", {}) == {}
 
 
-@pytest.mark.xfail(strict=True, reason=NEEDS_ROUTER.format("close_reply uses has_control_word(text, ANNOUNCE_SKIP)"))
 def test_a_run_result_that_contains_announce_skip_is_not_announced(clocked_team):
     run = clocked_team(
         {
@@ -157,9 +154,6 @@ def test_a_run_result_that_contains_announce_skip_is_not_announced(clocked_team)
     assert not any(e["sender"] == "Liaison_2" for e in envelopes_in(run, LIAISON) + envelopes_in(run, LEADER))
 
 
-@pytest.mark.xfail(
-    strict=True, reason=NEEDS_ROUTER.format("close_reply starts a ping-pong when the leader is the asker")
-)
 def test_the_leader_takes_part_in_a_ping_pong_it_started(clocked_team):
     run = clocked_team(
         {
@@ -257,7 +251,6 @@ def test_the_sessions_errors_carry_the_target_the_alternatives_and_what_to_do():
     assert "sessions_spawn" in failed.splitlines()[-1]
 
 
-@pytest.mark.xfail(strict=True, reason=NEEDS_ROUTER.format("release_on_timeout answers with sessions.timed_out(...)"))
 def test_a_sessions_send_that_times_out_gets_the_spec_time_out_result(clocked_team, fake_clock):
     run = clocked_team(
         {
@@ -275,10 +268,6 @@ def test_a_sessions_send_that_times_out_gets_the_spec_time_out_result(clocked_te
     assert run.tool_result(LIAISON, "sessions_send") == timed_out(R1, "ask_1", 30)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=NEEDS_ROUTER.format("end_agent closes sessions_send requests with sessions.communication_failed(...)"),
-)
 def test_a_sessions_send_whose_target_fails_gets_communication_failed(clocked_team):
     def provider_down(messages):
         raise RuntimeError("provider down")
@@ -335,10 +324,7 @@ def test_shutdown_request_names_the_request_id_the_router_gives_even_next_to_oth
     }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=NEEDS_ROUTER.format("on_open answers a member_plan call at once with protocols.plan_submitted(id)"),
-)
+@pytest.mark.xfail(strict=True, reason="plan ids at once: the member's plan still waits for the verdict (issue 16)")
 def test_a_submitted_plan_returns_its_request_id_at_once(hitl_team, tmp_path):
     roles = tmp_path / "roles"
     roles.mkdir()

@@ -48,8 +48,13 @@ TEAM_MODULE = textwrap.dedent(
 
 
     def leader(messages):
-        last = messages[-1]
-        text = last.content if isinstance(last, HumanMessage) else ""
+        # NOTE: every envelope is a message of its own: read all that came since the last turn.
+        new = []
+        for message in reversed(messages):
+            if not isinstance(message, HumanMessage):
+                break
+            new.insert(0, message.content)
+        text = new[0] if len(new) == 1 else chr(10).join(new)
         if text == "Build the login feature":
             return act(
                 ("create_sub_agent", {"role_id": "ui-operator", "task": "Design web/login.html."}),

@@ -16,6 +16,7 @@ Terms:
 from __future__ import annotations
 
 import json
+import math
 from collections import defaultdict
 from datetime import datetime, timedelta
 from typing import Any
@@ -24,6 +25,7 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMes
 
 from teamgraph.messaging import envelopes
 from teamgraph.messaging.envelopes import LEADER, clip
+from teamgraph.messaging.results import communication_failed, timed_out
 from teamgraph.protocols import requests as tracker
 from teamgraph.protocols.requests import (
     APPROVAL,
@@ -64,6 +66,9 @@ def new_agent(name: str, role_id: str, *, index: int, created_by: str | None, no
         "task": None,
     }
 
+
+MAX_WAIT_SECONDS = 7 * 24 * 3600.0
+"""The longest time-out a wait may have (a week)."""
 
 PHASE = {"step": 1, "stop": 2, "terminate": 2, "human_answer": 3, "resume_error": 3}
 """The phase of each effect kind in a router pass (kinds not listed: 0)."""
@@ -271,7 +276,7 @@ class RouterPass:
         for message in inbox:
             self.track(message["id"], status="delivered", delivered_at=self.now)
         record["unread"] = [*record.get("unread", []), *(m["id"] for m in inbox)]
-        self.appends[name].append(envelopes.as_message([m["text"] for m in inbox]))
+        self.appends[name].extend(envelopes.as_messages([m["text"] for m in inbox]))
 
     def answer_wait(self, name: str, call_id: str, content: str) -> None:
         """Close an open tool call of ``name`` with ``content`` as its result."""
@@ -341,7 +346,10 @@ class RouterPass:
         to, route, decider, deadline = effect["to"], effect["to"], None, None
         timeout = self.policy.shutdown_timeout if kind == SHUTDOWN else effect.get("timeout")
         if timeout:
-            deadline = (self.runtime.clock.now() + timedelta(seconds=timeout)).isoformat()
+            # NOTE: the tools refuse absurd time-outs; a bound here keeps a bad value from
+            # ever raising in the router (a thread that cannot continue).
+            seconds = min(float(timeout), MAX_WAIT_SECONDS) if math.isfinite(timeout) else MAX_WAIT_SECONDS
+            deadline = (self.runtime.clock.now() + timedelta(seconds=seconds)).isoformat()
         if kind == ASK and effect["details"].get("to_user"):
             to, route, decider = "user", HUMAN, "human"
         elif kind in (ASK, MEMBER_PLAN, APPROVAL, PLAN):
@@ -363,6 +371,7 @@ class RouterPass:
             decider=decider,
             details=effect["details"],
             deadline=deadline,
+            timeout=timeout,
             leader_decision=None,
             note=None,
         )
@@ -538,13 +547,7 @@ class RouterPass:
         waiter = self.agents.get(record["from"])
         if waiter is None or record.get("call_id") not in waiter["waits"]:
             return
-        self.answer_wait(
-            record["from"],
-            record["call_id"],
-            f"Timed out: {target} did not reply in time ({rid}). {target} keeps working; its reply "
-            "will reach you as a message. Next: go on with other work, send again with a larger "
-            "timeoutSeconds, or use sessions_spawn for long tasks.",
-        )
+        self.answer_wait(record["from"], record["call_id"], timed_out(target, rid, record.get("timeout") or 0))
 
     def expire_run(self, record: dict[str, Any]) -> None:
         """A background run passed runTimeoutSeconds: stop the child and tell the requester."""
@@ -620,7 +623,10 @@ class RouterPass:
             else:
                 record["status"] = IDLE if effect["ended_turn"] else RUNNING
         if name == LEADER:
-            if effect["ended_turn"] and text:
+            conversation = self.conversation_of(LEADER) if effect["ended_turn"] else None
+            if conversation is not None:
+                self.continue_conversation(conversation, LEADER, text)
+            elif effect["ended_turn"] and text:
                 self.replies.append(AIMessage(content=text, name=LEADER))
         else:
             self.member_output(name, text, ended_turn=effect["ended_turn"])
@@ -633,11 +639,12 @@ class RouterPass:
 
     def member_output(self, name: str, text: str, *, ended_turn: bool) -> None:
         """Route a member's step output: answer who waits for it, or tell the leader."""
-        control = text in envelopes.CONTROL_WORDS
+        shown = envelopes.without_control_words(text)
+        control = bool(text) and not shown
         conversation = self.conversation_of(name) if ended_turn else None
         consumed = control or conversation is not None
         out_id = f"out_{self.next_id('out')}" if text else ""
-        content = f"{name} replied ({out_id}):\n{text}"
+        content = f"{name} replied ({out_id}):\n{shown}"
         if text and not control:
             for waiter in self.agents:
                 if self.take_output_wait(waiter, name, content, replies=False) and waiter == LEADER:
@@ -648,7 +655,7 @@ class RouterPass:
                     self.close_reply(record, name, text, content)
                     consumed = True  # the asker has it; the leader got it or a notice
         if text and not consumed:
-            self.post(LEADER, envelopes.output(name, out_id, text, final=ended_turn), sender=name)
+            self.post(LEADER, envelopes.output(name, out_id, shown, final=ended_turn), sender=name)
         if ended_turn:
             if conversation is not None:
                 self.continue_conversation(conversation, name, text)
@@ -658,9 +665,10 @@ class RouterPass:
         """``name``'s turn ended with ``text``: the reply a question or a run waited for."""
         asker = record["from"]
         if record["kind"] == RUN:
-            self.close_request(record, text, status=tracker.ANSWERED)
-            if text != envelopes.ANNOUNCE_SKIP:
-                self.post(asker, envelopes.reply(name, record["id"], text), sender=name)
+            shown = envelopes.without_control_words(text)
+            self.close_request(record, shown, status=tracker.ANSWERED)
+            if not envelopes.has_control_word(text, envelopes.ANNOUNCE_SKIP):
+                self.post(asker, envelopes.reply(name, record["id"], shown), sender=name)
             if asker != LEADER:
                 self.tell_leader_peer_traffic(f"{name} finished {record['id']} for {asker}: {clip(text)}", envelopes.reply(name, record["id"], text))
             if (record.get("details") or {}).get("cleanup") == "delete":
@@ -671,7 +679,7 @@ class RouterPass:
         if asker != LEADER:
             self.tell_leader_peer_traffic(f"{name} answered {asker} ({record['id']}): {clip(text)}", content)
         ping_pong = (record.get("details") or {}).get("ping_pong")
-        if waiting and ping_pong and text not in envelopes.CONTROL_WORDS and self.policy.max_ping_pong > 1 and LEADER not in (asker, name):
+        if waiting and ping_pong and not envelopes.has_control_word(text, envelopes.REPLY_SKIP) and self.policy.max_ping_pong > 1 and name != LEADER:
             conversations = dict(self.team.get("conversations", {}))
             conversations[record["id"]] = {"a": asker, "b": name, "round": 1, "next": asker}
             self.team["conversations"] = conversations
@@ -689,12 +697,12 @@ class RouterPass:
         conversations = dict(self.team["conversations"])
         other = conv["b"] if name == conv["a"] else conv["a"]
         limit = self.policy.max_ping_pong
-        if not text or text == envelopes.REPLY_SKIP or conv["round"] >= limit:
+        if not text or envelopes.has_control_word(text, envelopes.REPLY_SKIP) or conv["round"] >= limit:
             del conversations[conv_id]
         else:
             number = conv["round"] + 1
             note = f"ping-pong round {number}/{limit}" + ("" if number >= limit else f" · reply {envelopes.REPLY_SKIP} to stop")
-            self.post(other, envelopes.reply(name, conv_id, text, round_=note), sender=name)
+            self.post(other, envelopes.reply(name, conv_id, envelopes.without_control_words(text), round_=note), sender=name)
             self.tell_leader_peer_traffic(f"{name} → {other} ({conv_id}, round {number}): {clip(text)}", text)
             conversations[conv_id] = {**conv, "round": number, "next": other}
             if number >= limit:
@@ -784,7 +792,10 @@ class RouterPass:
         record.update(status=status, last_action=reason)
         for request in self.pending_requests():
             if request.get("route") == name:
-                self.close_request(request, f"{name} is {status} and did not answer.", status=tracker.CANCELLED)
+                error = f"{name} is {status} and did not answer."
+                if request.get("tool") == "sessions_send":
+                    error = communication_failed(name, error)
+                self.close_request(request, error, status=tracker.CANCELLED)
         for waiter in self.agents:
             self.take_output_wait(waiter, name, f"{name} is {status}.")
         inbox, record["inbox"] = record["inbox"], []

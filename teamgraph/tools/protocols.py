@@ -16,6 +16,7 @@ from langgraph.prebuilt import InjectedState
 from pydantic import BaseModel, Field
 
 from teamgraph.messaging import effects
+from teamgraph.messaging.results import plan_submitted  # noqa: F401 - re-exported
 from teamgraph.messaging.envelopes import LEADER
 from teamgraph.protocols.requests import (
     APPROVAL,
@@ -98,11 +99,6 @@ def _shutdown_request(view: View, display_name: str, reason: str, tool_call_id: 
         tool_call_id,
         effects.open_request(request_kind=SHUTDOWN, to=display_name, body=reason or "Your work is no longer needed."),
     )
-
-
-def plan_submitted(request_id: str) -> str:
-    """What submitting a plan returns at once, in the team protocols' words (for the router's call site)."""
-    return f"Plan submitted (request_id={request_id}). Waiting for lead approval."
 
 
 def broadcast(view: View, content: str, tool_call_id: str):

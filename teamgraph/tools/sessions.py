@@ -15,6 +15,7 @@ from langchain_core.tools import BaseTool, InjectedToolCallId, tool
 from langgraph.prebuilt import InjectedState
 
 from teamgraph.messaging import effects
+from teamgraph.messaging.results import communication_failed, timed_out  # noqa: F401 - re-exported
 from teamgraph.messaging.envelopes import LEADER
 from teamgraph.protocols.requests import QUESTION, RUN
 from teamgraph.runtime import TeamRuntime
@@ -55,39 +56,6 @@ def unknown_target(target: str, available: list[str]) -> str:
         f"Available agents (from sessions_list):\n{listing}\n"
         "Check the target name or choose another agent; call sessions_list for the live session keys, "
         "do not reuse keys from memory."
-    )
-
-
-def timed_out(target: str, request_id: str, seconds: float) -> str:
-    """The result of a blocking sessions_send whose target did not reply in time.
-
-    Args:
-        target: The target's session key.
-        request_id: The request (``ask_N``) whose reply will come later as a message.
-        seconds: The time-out the caller gave (``timeoutSeconds``).
-    """
-    return (
-        f'Communication with target agent "{target}" timed out ({seconds:g} seconds without a response; '
-        f"request {request_id}).\n"
-        "Possible causes:\n1. The target is busy with other tasks.\n2. The task is complex and needs more time.\n"
-        "Suggestions:\n1. Retry later, or send again with a larger timeoutSeconds.\n"
-        "2. Use sessions_spawn to run it in the background.\n"
-        f"{target} keeps working: its reply will reach you as a message."
-    )
-
-
-def communication_failed(target: str, error: str) -> str:
-    """The result of a sessions_send that failed for another reason (the target failed, a deadlock...).
-
-    Args:
-        target: The target's session key.
-        error: What went wrong.
-    """
-    return (
-        f'Communication with target agent "{target}" failed.\n'
-        f"Error: {error}\n"
-        "Suggestions:\n1. Check that the sessionKey is right (sessions_list).\n"
-        "2. Try sessions_spawn to run it in the background."
     )
 
 

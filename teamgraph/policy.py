@@ -40,6 +40,17 @@ class Policy(BaseModel):
         leader_reminders: How often the leader is reminded of questions it left
             unanswered, when the team has nothing else to do, before the asker
             gets a "no answer" result (a question never hangs).
+        log: Write the collaboration log
+            (``<home>/project/<project_name>/logs/<date>_<project_name>_collaboration.log``).
+        tool_retries: Times a tool call that failed with a transient error is
+            retried before the agent gets the error.
+        file_failures: Consecutive failed file operations of one agent that
+            notify the leader.
+        send_timeouts: Consecutive timed-out calls (``sessions_send``...) of one
+            agent that notify the leader.
+        loop_warn: The same tool with the same arguments this many times in a
+            row gives the agent a warning.
+        loop_stop: ... and this many times stops its turn and tells the leader.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -57,6 +68,12 @@ class Policy(BaseModel):
     max_ping_pong: int = Field(default=5, ge=0)
     peer_traffic: Literal["notice", "full"] = "notice"
     leader_reminders: int = Field(default=1, ge=0)
+    log: bool = True
+    tool_retries: int = Field(default=1, ge=0)
+    file_failures: int = Field(default=3, ge=1)
+    send_timeouts: int = Field(default=2, ge=1)
+    loop_warn: int = Field(default=3, ge=2)
+    loop_stop: int = Field(default=5, ge=2)
 
     def decider(self, kind: str) -> Decider:
         """Who decides a request of ``kind`` (``ask``, ``plan``, ``member_plan``, ``approval``)."""

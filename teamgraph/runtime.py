@@ -53,6 +53,8 @@ class TeamRuntime:
     roles: dict[str, Role] = field(default_factory=dict)
     extra_tools: dict[str, list[BaseTool]] = field(default_factory=dict)
     """Your own tools by role id; the key ``"*"`` gives tools to every member."""
+    prices: dict[str, dict[str, float]] | None = None
+    """Price per million tokens by model (``{"gpt-4o-mini": {"input": .15, "output": .6}}``)."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _models: dict[str, BaseChatModel] = field(default_factory=dict, repr=False)
     tool_sets: dict[tuple[str, bool], list[BaseTool]] = field(default_factory=dict, repr=False)

@@ -11,6 +11,8 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.graph.state import CompiledStateGraph
 
+from teamgraph.audit.stats import team_stats
+from teamgraph.audit.tokens import check_prices, with_tokens
 from teamgraph.checkpoints import DB_FILE, open_sqlite_saver
 from teamgraph.graph.build import build_team_graph
 from teamgraph.policy import Policy
@@ -42,6 +44,7 @@ class Team:
         checkpointer: Any = None,
         clock: Clock | None = None,
         tools: Sequence[BaseTool] | Mapping[str, Sequence[BaseTool]] = (),
+        prices: Mapping[str, Mapping[str, float]] | None = None,
     ) -> None:
         """Create a team.
 
@@ -57,6 +60,9 @@ class Team:
             clock: Where time is read (tests pass their own).
             tools: Your own tools: a list every member gets, or a mapping from
                 role id to tools (the key ``"*"`` meaning every member).
+            prices: Price per million tokens by model name, e.g.
+                ``{"gpt-4o-mini": {"input": 0.15, "output": 0.60}}`` (``"*"``: any
+                other model); ``agents()`` and ``stats()`` then give costs.
         """
         extra = dict(tools) if isinstance(tools, Mapping) else {"*": list(tools)}
         self.runtime = TeamRuntime(
@@ -66,6 +72,7 @@ class Team:
             roles_dir=Path(roles_dir) if roles_dir is not None else None,
             clock=clock or SystemClock(),
             extra_tools={role: list(ts) for role, ts in extra.items()},
+            prices=None if prices is None else dict(check_prices(prices)),  # type: ignore[arg-type]
         )
         unknown = sorted(set(extra) - {"*", *self.runtime.roles})
         if unknown:
@@ -121,8 +128,12 @@ class Team:
         return _history_of(self.state(config), display_name)
 
     def agents(self, config: RunnableConfig) -> dict[str, dict[str, Any]]:
-        """The thread's registry: display name -> role, status, counters."""
-        return self.state(config).get("agents", {})
+        """The thread's registry: display name -> role, status, counters, ``tokens`` (see ``TokenUsage``)."""
+        return with_tokens(self.state(config), self.runtime.prices)
+
+    def stats(self, config: RunnableConfig) -> dict[str, Any]:
+        """The thread's collaboration figures (see ``teamgraph.audit.stats.team_stats``)."""
+        return team_stats(self.state(config), prices=self.runtime.prices)
 
     # --- async reading (for a team compiled with an async checkpointer) -------
     # NOTE: AsyncSqliteSaver refuses synchronous calls from its event loop's
@@ -138,7 +149,7 @@ class Team:
 
     async def aagents(self, config: RunnableConfig) -> dict[str, dict[str, Any]]:
         """The thread's registry (async); see ``agents``."""
-        return (await self.astate(config)).get("agents", {})
+        return with_tokens(await self.astate(config), self.runtime.prices)
 
 
 def _history_of(values: dict[str, Any], display_name: str) -> list[AnyMessage]:

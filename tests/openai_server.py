@@ -68,6 +68,8 @@ class ScriptedOpenAIServer:
     def __init__(self, script: Script, *, model_id: str = "gpt-test") -> None:
         """Prepare a server for ``script``; ``model_id`` is listed by ``GET /v1/models``."""
         self.requests: list[dict[str, Any]] = []
+        self.usages: list[dict[str, int]] = []
+        """The ``usage`` objects the server reported (a stream reports one only when asked to)."""
         self.model_id = model_id
         self._script = script
         self._remaining: Iterator[Response] | None = (
@@ -332,6 +334,8 @@ class _Handler(BaseHTTPRequestHandler):
                 {"x-should-retry": "false"},
             )
             return
+        if not body.get("stream") or (body.get("stream_options") or {}).get("include_usage"):
+            self.scripted.usages.append(_usage(body, reply))
         if body.get("stream"):
             self._send_stream(_chunks(body, reply))
         else:

@@ -13,7 +13,9 @@ from typing import Any
 
 MASK = "***"
 
-SECRET_KEY = re.compile(r"(pass(word|wd)?|pwd|secret|token|api[_-]?key|access[_-]?key|private[_-]?key|credential|auth)", re.I)
+SECRET_KEY = re.compile(
+    r"(pass(word|wd)|pwd|secret|api[_-]?key|access[_-]?key|private[_-]?key|credential|token$|^auth$)", re.I
+)
 """A key whose value is a secret, whatever the value looks like."""
 
 # NOTE: order matters: a private-key block spans lines and must go before the
@@ -27,7 +29,7 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (
         re.compile(
             r"""(?P<key>["']?[\w.-]*(pass(word|wd)?|pwd|secret|token|api[_-]?key|access[_-]?key|credential)"""
-            r"""[\w.-]*["']?\s*[:=]\s*)(?P<value>"[^"]*"|'[^']*'|[^\s,;&})\]]+)""",
+            r"""([_-]?(key|value|id))?["']?\s*[:=]\s*)(?P<value>"[^"]*"|'[^']*'|[^\s,;&})\]<>]+)""",
             re.I,
         ),
         rf"\g<key>{MASK}",

@@ -147,6 +147,7 @@ def _build_openai(
         base_url=base_url,
         max_retries=_MAX_RETRIES,
         reasoning_effort=reasoning_effort,
+        stream_usage=True,  # NOTE: streamed calls report token usage too (stream_options.include_usage)
     )
 
 

@@ -23,6 +23,7 @@ from teamgraph.cli.errors import EXIT_NO_MODEL, CLIError, friendly, settings
 from teamgraph.cli.history import print_history
 from teamgraph.cli.live import Session
 from teamgraph.cli.output import console, display_path
+from teamgraph.cli.reports import export_command, stats_command
 from teamgraph.cli.teams import MODEL_ENV, make_policy, model_spec, reader_team
 from teamgraph.cli.threads import (
     db_path,
@@ -265,6 +266,10 @@ def history(
     out = console()
     for name in names:
         print_history(out, name, agents.get(name, {}), histories[name])
+
+
+app.command("stats")(friendly(stats_command))
+app.command("export")(friendly(export_command))
 
 
 # --------------------------------------------------------------------------- roles

@@ -18,7 +18,9 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from teamgraph.audit.tokens import with_tokens
 from teamgraph.cli.output import answer_text, clip, display_path, recipient, status_text
+from teamgraph.cli.reports import token_cells, token_total_line
 from teamgraph.cli.threads import home_args, thread_config
 
 
@@ -55,7 +57,7 @@ def _final_answer(messages: list[Any]) -> str:
 def print_summary(out: Console, team: Any, graph: Any, thread: str) -> None:
     """The end of a run: the leader's report, who did what, requests, files, where the SQLite file is."""
     values = graph.get_state(thread_config(thread)).values or {}
-    agents = values.get("agents") or {}
+    agents = with_tokens(values, team.runtime.prices)
     requests = values.get("requests") or {}
 
     final = _final_answer(values.get("messages") or [])
@@ -70,6 +72,8 @@ def print_summary(out: Console, team: Any, graph: Any, thread: str) -> None:
     table.add_column("status", no_wrap=True)
     table.add_column("model calls", justify="right")
     table.add_column("tool calls", justify="right")
+    table.add_column("tokens in", justify="right")
+    table.add_column("tokens out", justify="right")
     table.add_column("last action")
     for name, rec in agents.items():
         table.add_row(
@@ -78,9 +82,11 @@ def print_summary(out: Console, team: Any, graph: Any, thread: str) -> None:
             status_text(rec.get("status", "")),
             str(rec.get("steps", 0)),
             str(rec.get("tool_calls", 0)),
+            *token_cells(rec),
             clip(rec.get("last_action"), 100),
         )
     out.print(table)
+    out.print(token_total_line(values, team.runtime.prices))
 
     if requests:
         rtable = Table(title="Requests", title_justify="left", box=box.SIMPLE_HEAD, title_style="bold")

@@ -20,6 +20,7 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
+from teamgraph.audit.tokens import team_tokens
 from teamgraph.cli.errors import CLIError
 from teamgraph.cli.output import clip, display_path
 from teamgraph.team import DEFAULT_HOME
@@ -81,6 +82,7 @@ def threads_table(team: Any, ids: Iterable[str]) -> Table:
     table.add_column("agents", justify="right")
     table.add_column("state", no_wrap=True)
     table.add_column("task")
+    table.add_column("tokens", justify="right")
     for thread in ids:
         snapshot = graph.get_state(thread_config(thread))
         if not snapshot.values:
@@ -100,6 +102,7 @@ def threads_table(team: Any, ids: Iterable[str]) -> Table:
             str(len(agents)),
             state,
             clip(task, 70),
+            str(team_tokens(snapshot.values, team.runtime.prices)["total"]),
         )
     return table
 

@@ -24,6 +24,7 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
+from teamgraph.audit.traces import agent_tags
 from teamgraph.messaging import effects
 from teamgraph.messaging.envelopes import LEADER
 from teamgraph.models import ScriptExhaustedError
@@ -148,8 +149,11 @@ def _step_config(config: RunnableConfig, name: str, role: Role) -> RunnableConfi
     # once per superstep, and a subgraph checkpoint would store the whole history
     # again at every step (what makes other frameworks' storage quadratic).
     # Durability must then be "exit": "sync" waits on a checkpoint that never comes.
+    # NOTE: the run name and tags let traces (LangSmith) tell "UI Operator_1" from "UI Operator_2".
     return {
         **config,
+        "run_name": name,
+        "tags": [*config.get("tags", []), *agent_tags(name, role.id)],
         "metadata": {**config.get("metadata", {}), AGENT_KEY: name, ROLE_KEY: role.id},
         "configurable": {
             **config.get("configurable", {}),

@@ -133,7 +133,7 @@ class Team:
 
     def stats(self, config: RunnableConfig) -> dict[str, Any]:
         """The thread's collaboration figures (see ``teamgraph.audit.stats.team_stats``)."""
-        return team_stats(self.state(config), prices=self.runtime.prices)
+        return team_stats(self.state(config), prices=self.runtime.prices, policy=self.runtime.policy)
 
     # --- async reading (for a team compiled with an async checkpointer) -------
     # NOTE: AsyncSqliteSaver refuses synchronous calls from its event loop's

@@ -16,8 +16,18 @@ from typing import Any, TypedDict
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 
-from teamgraph.audit.records import Kind, LogEvent, log_time, one_line
+from teamgraph.audit.exceptions import (
+    FILE_FAILURES,
+    LOOP_STOP,
+    LOOP_WARNING,
+    RETRIES_KEY,
+    SEND_TIMEOUTS,
+    TIMED_OUT,
+    triggered,
+)
+from teamgraph.audit.records import Kind, Level, LogEvent, log_time, one_line
 from teamgraph.audit.redact import redact_value
+from teamgraph.policy import Policy
 
 LEADER = "Team Leader"
 USER = "user"
@@ -139,11 +149,39 @@ def tool_event(agent: str, call: Mapping[str, Any], result: ToolMessage | None, 
         kind=TOOL_KINDS.get(name, "tool"), content=content,
     )
     text = str(result.content) if result is not None else "no result"
+    retries = (result.additional_kwargs.get(RETRIES_KEY) if result is not None else None) or []
     if result is None or result.status == "error" or text.startswith("Error"):
         return _with(base, result="failed", level="ERROR", code="TOOL_ERROR", error=text.removeprefix("Error: "))
+    if text.startswith(TIMED_OUT):
+        return _with(base, result="failed", level="ERROR", code="TIMEOUT", error=text)
     if text.startswith("Cancelled"):
         return _with(base, result="partial", level="WARN", code="CANCELLED", error=text)
+    if retries:
+        return _with(base, level="WARN", code="RETRY", error=f"retried after {len(retries)} transient failure(s): "
+                     + "; ".join(retries))
     return base
+
+
+GUARD_LINES: dict[str, tuple[Level, str]] = {
+    LOOP_WARNING: ("WARN", "LOOP"), LOOP_STOP: ("ERROR", "LOOP_STOPPED"),
+    FILE_FAILURES: ("WARN", "FILE_FAILURES"), SEND_TIMEOUTS: ("WARN", "SEND_TIMEOUTS"),
+}
+"""The level and code of each exception-policy rule's line."""
+
+
+def guard_events(agent: str, history: list[AnyMessage], *, now: str, policy: Policy) -> list[LogEvent]:
+    """The lines of the exception-policy rules the newest turn of ``history`` triggers."""
+    events = []
+    for trigger in triggered(policy, agent, history):
+        level, code = GUARD_LINES[trigger.kind]
+        warned = trigger.kind == LOOP_WARNING
+        events.append(LogEvent(
+            time=now, sender=agent, receiver=agent if warned else LEADER, kind="call",
+            content=f"exception policy: {trigger.kind} ({trigger.count} in a row); "
+                    + ("agent warned" if warned else "Team Leader told"),
+            result="partial", level=level, code=code, error=trigger.detail or f"{trigger.count} in a row",
+        ))
+    return events
 
 
 def _with(event: LogEvent, **changes: Any) -> LogEvent:
@@ -151,7 +189,7 @@ def _with(event: LogEvent, **changes: Any) -> LogEvent:
 
 
 def history_events(agent: str, history: list[AnyMessage], start: int, *, now: str,
-                   requests: Mapping[str, Any]) -> tuple[list[LogEvent], int]:
+                   requests: Mapping[str, Any], policy: Policy) -> tuple[list[LogEvent], int]:
     """Events of ``history[start:]`` and the index up to which it is logged.
 
     An ``AIMessage`` whose tool calls are not all answered yet (a deferred call)
@@ -177,6 +215,7 @@ def history_events(agent: str, history: list[AnyMessage], start: int, *, now: st
             receiver = USER if agent == LEADER else LEADER
             events.append(LogEvent(time=now, sender=agent, receiver=receiver, kind="call",
                                    content=f"reply: {message.text.strip()}"))
+        events.extend(guard_events(agent, history[:after], now=now, policy=policy))
         index = after
     return events, index
 
@@ -225,11 +264,12 @@ def delivery_event(record: Mapping[str, Any], now: str) -> LogEvent:
 class EventDeriver:
     """One pass over committed state: the new events and the advanced cursor."""
 
-    def __init__(self, state: Mapping[str, Any], cursor: Cursor, *, now: str, max_turn_steps: int) -> None:
+    def __init__(self, state: Mapping[str, Any], cursor: Cursor, *, now: str, policy: Policy) -> None:
         self.state = state
         self.cursor: Cursor = json.loads(json.dumps({**new_cursor(), **cursor}))
         self.now = now
-        self.max_turn_steps = max_turn_steps
+        self.policy = policy
+        self.max_turn_steps = policy.max_turn_steps
         self.requests: Mapping[str, Any] = state.get("requests") or {}
         self.team: Mapping[str, Any] = state.get("team") or {}
 
@@ -257,7 +297,7 @@ class EventDeriver:
                                level="CRITICAL", code="LOST_DATA", error="history shorter than the log")
                 start = len(history)
             events, self.cursor["histories"][agent] = history_events(
-                agent, history, start, now=self.now, requests=self.requests
+                agent, history, start, now=self.now, requests=self.requests, policy=self.policy
             )
             yield from events
 
@@ -345,16 +385,16 @@ class EventDeriver:
 
 
 def derive_events(state: Mapping[str, Any], cursor: Cursor, *, now: str,
-                  max_turn_steps: int) -> tuple[list[LogEvent], Cursor]:
+                  policy: Policy) -> tuple[list[LogEvent], Cursor]:
     """The events that ``state`` adds to what ``cursor`` says was logged.
 
     Args:
         state: Committed team state values.
         cursor: How far the log got (``new_cursor()`` at first).
         now: The time for events whose record carries none (``YYYY-MM-DD HH:mm:ss``).
-        max_turn_steps: The policy's per-turn model-call budget (for WARN lines).
+        policy: The team's policy (the exception-policy thresholds, the turn budget).
 
     Returns:
         The new events (oldest first) and the advanced cursor (a new object).
     """
-    return EventDeriver(state, cursor, now=now, max_turn_steps=max_turn_steps).run()
+    return EventDeriver(state, cursor, now=now, policy=policy).run()

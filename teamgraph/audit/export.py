@@ -94,7 +94,7 @@ def export_records(team: Any, config: RunnableConfig) -> ExportRecords:
     logged = read_log(team, config)
     if not logged:  # NOTE: the log is off (Policy.log=False): derive the same events from the state
         logged, _ = derive_events(values, new_cursor(), now=team.runtime.clock.now().strftime(TIME_FORMAT),
-                                  max_turn_steps=team.runtime.policy.max_turn_steps)
+                                  policy=team.runtime.policy)
     files = sorted({
         str(call["args"].get("path")) for history in histories.values() for m in history
         if isinstance(m, AIMessage) for call in m.tool_calls if call["name"] == "write_file"
@@ -166,7 +166,7 @@ WRITERS: dict[Format, Callable[[ExportRecords, Path], None]] = {
 }
 
 
-def export_thread(team: Any, config: RunnableConfig, *, format: Format, out: Path | str | None = None) -> Path:  # noqa: A002
+def export_thread(team: Any, config: RunnableConfig, *, format: Format, out: Path | str | None = None) -> Path:
     """Write a thread's export.
 
     Args:

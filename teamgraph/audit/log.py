@@ -158,10 +158,8 @@ def write_committed(runtime: Any, state: Mapping[str, Any], config: RunnableConf
     thread = str((config.get("configurable") or {}).get("thread_id") or "default")
     now = runtime.clock.now()
     stamp = now.strftime(TIME_FORMAT)
-    max_steps = runtime.policy.max_turn_steps
-
     def derive(cursor: Cursor) -> tuple[list[LogEvent], Cursor]:
-        return derive_events(state, cursor, now=stamp, max_turn_steps=max_steps)
+        return derive_events(state, cursor, now=stamp, policy=runtime.policy)
 
     return append_events(logs_dir(runtime.home, config), project_name(config), thread, now, derive)
 

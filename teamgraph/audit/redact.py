@@ -14,15 +14,15 @@ from typing import Any
 MASK = "***"
 
 SECRET_KEY = re.compile(
-    r"(pass(word|wd)|pwd|secret|api[_-]?key|access[_-]?key|private[_-]?key|credential|token$|^auth$)", re.I
+    r"(pass(word|wd)|pwd|secret|api[_-]?key|access[_-]?key|private[_-]?key|credential|token$|^auth$)", re.IGNORECASE
 )
 """A key whose value is a secret, whatever the value looks like."""
 
 # NOTE: order matters: a private-key block spans lines and must go before the
 # one-token patterns cut it into pieces.
 _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)", re.S), MASK),
-    (re.compile(r"\bBearer\s+[A-Za-z0-9._~+/=-]+", re.I), f"Bearer {MASK}"),
+    (re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)", re.DOTALL), MASK),
+    (re.compile(r"\bBearer\s+[A-Za-z0-9._~+/=-]+", re.IGNORECASE), f"Bearer {MASK}"),
     (re.compile(r"\bsk-[A-Za-z0-9_-]{6,}"), f"sk-{MASK}"),
     (re.compile(r"\b(AKIA|ASIA)[0-9A-Z]{16}\b"), MASK),
     (re.compile(r"\b(gh[pousr]_[A-Za-z0-9]{20,}|xox[abpr]-[A-Za-z0-9-]{10,})\b"), MASK),
@@ -30,7 +30,7 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
         re.compile(
             r"""(?P<key>["']?[\w.-]*(pass(word|wd)?|pwd|secret|token|api[_-]?key|access[_-]?key|credential)"""
             r"""([_-]?(key|value|id))?["']?\s*[:=]\s*)(?P<value>"[^"]*"|'[^']*'|[^\s,;&})\]<>]+)""",
-            re.I,
+            re.IGNORECASE,
         ),
         rf"\g<key>{MASK}",
     ),

@@ -17,8 +17,10 @@ from typing import Any, TypedDict
 from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
 
 from teamgraph.audit.events import derive_events, new_cursor
+from teamgraph.audit.exceptions import TIMED_OUT
 from teamgraph.audit.records import one_line
-from teamgraph.audit.tokens import Price, TokenUsage, agent_tokens, add_usage
+from teamgraph.audit.tokens import Price, TokenUsage, add_usage, agent_tokens
+from teamgraph.policy import Policy
 
 PATTERN_LIMIT = 80
 _NUMBERS = re.compile(r"\d+")
@@ -67,7 +69,7 @@ class TeamStats(TypedDict):
 
 
 def _is_error(result: ToolMessage | None) -> bool:
-    return result is None or result.status == "error" or str(result.content).startswith("Error")
+    return result is None or result.status == "error" or str(result.content).startswith(("Error", TIMED_OUT))
 
 
 def _tool_outcomes(history: list[AnyMessage]) -> list[tuple[int, str, ToolMessage | None]]:
@@ -106,12 +108,15 @@ def _seconds(opened: str | None, closed: str | None) -> float | None:
     return (datetime.fromisoformat(closed) - datetime.fromisoformat(opened)).total_seconds()
 
 
-def team_stats(values: Mapping[str, Any], *, prices: Mapping[str, Price] | None = None) -> TeamStats:
+def team_stats(
+    values: Mapping[str, Any], *, prices: Mapping[str, Price] | None = None, policy: Policy | None = None
+) -> TeamStats:
     """Compute a thread's figures from its state values.
 
     Args:
         values: The thread's state values (``team.state(config)``).
         prices: The team's price table, for costs.
+        policy: The team's policy (its exception-policy thresholds).
 
     Returns:
         The figures; see ``TeamStats``.
@@ -133,7 +138,7 @@ def team_stats(values: Mapping[str, Any], *, prices: Mapping[str, Price] | None 
             tokens=tokens[name], recovery_calls=_recoveries(outcomes),
         )
     pairs: dict[tuple[str, str], PairStats] = {}
-    events, _ = derive_events(values, new_cursor(), now="1970-01-01 00:00:00", max_turn_steps=1 << 30)
+    events, _ = derive_events(values, new_cursor(), now="1970-01-01 00:00:00", policy=policy or Policy())
     for event in events:
         if event.kind != "call" or event.content.startswith("message msg_"):
             continue  # NOTE: deliveries repeat the calls that sent them

@@ -120,11 +120,12 @@ def check_prices(prices: Any) -> dict[str, Price]:
     """A valid price table, or a ValueError saying what is wrong.
 
     Raises:
-        ValueError: If ``prices`` is not ``{model: {"input": number, "output": number}}``.
+        TypeError: If ``prices`` is not a mapping.
+        ValueError: If an entry is not ``{"input": number, "output": number}``.
     """
     example = "{'gpt-4o-mini': {'input': 0.15, 'output': 0.60}} (per million tokens; '*' for any model)"
     if not isinstance(prices, Mapping):
-        raise ValueError(f"prices= must be a mapping like {example}, got {prices!r}.")
+        raise TypeError(f"prices= must be a mapping like {example}, got {prices!r}.")
     table: dict[str, Price] = {}
     for model, price in prices.items():
         if not isinstance(price, Mapping) or set(price) != {"input", "output"} or not all(

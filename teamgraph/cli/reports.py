@@ -79,7 +79,7 @@ def stats_command(
 
 def export_command(
     thread: ThreadArg,
-    format: Annotated[str, typer.Option("--format", "-f", help=f"One of {', '.join(FORMATS)}.")] = "md",  # noqa: A002
+    format: Annotated[str, typer.Option("--format", "-f", help=f"One of {', '.join(FORMATS)}.")] = "md",
     out_path: Annotated[Path | None, typer.Option("--out", "-o", help="File to write (default: <home>/exports/THREAD.<ext>).")] = None,
     home: HomeOpt = Path(DEFAULT_HOME),
 ) -> None:

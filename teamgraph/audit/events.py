@@ -169,10 +169,10 @@ GUARD_LINES: dict[str, tuple[Level, str]] = {
 """The level and code of each exception-policy rule's line."""
 
 
-def guard_events(agent: str, history: list[AnyMessage], *, now: str, policy: Policy) -> list[LogEvent]:
-    """The lines of the exception-policy rules the newest turn of ``history`` triggers."""
+def guard_events(agent: str, history: list[AnyMessage], end: int, *, now: str, policy: Policy) -> list[LogEvent]:
+    """The lines of the exception-policy rules the newest turn of ``history[:end]`` triggers."""
     events = []
-    for trigger in triggered(policy, agent, history):
+    for trigger in triggered(policy, agent, history, end):
         level, code = GUARD_LINES[trigger.kind]
         warned = trigger.kind == LOOP_WARNING
         events.append(LogEvent(
@@ -215,7 +215,7 @@ def history_events(agent: str, history: list[AnyMessage], start: int, *, now: st
             receiver = USER if agent == LEADER else LEADER
             events.append(LogEvent(time=now, sender=agent, receiver=receiver, kind="call",
                                    content=f"reply: {message.text.strip()}"))
-        events.extend(guard_events(agent, history[:after], now=now, policy=policy))
+        events.extend(guard_events(agent, history, after, now=now, policy=policy))
         index = after
     return events, index
 

@@ -90,13 +90,14 @@ def retried_error(name: str, exc: BaseException) -> str:
 Block = tuple[AIMessage, list[ToolMessage]]
 
 
-def iter_blocks(history: Sequence[AnyMessage]) -> Iterator[Block]:
-    """The history's model turns, newest first: each AIMessage with its tool results.
+def iter_blocks(history: Sequence[AnyMessage], end: int | None = None) -> Iterator[Block]:
+    """The model turns of ``history[:end]``, newest first: each AIMessage with its tool results.
 
-    Lazy on purpose: a rule reads back only as far as its streak goes.
+    Lazy on purpose: a rule reads back only as far as its streak goes (and the
+    history is never copied).
     """
     results: list[ToolMessage] = []
-    for index in range(len(history) - 1, -1, -1):
+    for index in range((len(history) if end is None else end) - 1, -1, -1):
         message = history[index]
         if isinstance(message, ToolMessage):
             results.insert(0, message)
@@ -121,14 +122,16 @@ def _named(block: Block, tools: frozenset[str]) -> list[ToolMessage]:
     return [r for r in results if names.get(r.tool_call_id) in tools]
 
 
-def tail_streak(history: Sequence[AnyMessage], tools: frozenset[str], bad: Callable[[ToolMessage], bool]) -> int:
+def tail_streak(
+    history: Sequence[AnyMessage], tools: frozenset[str], bad: Callable[[ToolMessage], bool], end: int | None = None
+) -> int:
     """How many of the latest results of ``tools`` are ``bad`` in a row (0 unless the newest turn used them).
 
     A streak only counts when the newest turn extended it, so one streak
     triggers its rule once.
     """
     streak = 0
-    for number, block in enumerate(iter_blocks(history)):
+    for number, block in enumerate(iter_blocks(history, end)):
         named = _named(block, tools)
         if number == 0 and not named:
             return 0
@@ -143,9 +146,9 @@ def _signature(ai: AIMessage) -> str:
     return json.dumps([[c["name"], c["args"]] for c in ai.tool_calls], sort_keys=True, default=str)
 
 
-def repeat_streak(history: Sequence[AnyMessage]) -> tuple[int, str]:
+def repeat_streak(history: Sequence[AnyMessage], end: int | None = None) -> tuple[int, str]:
     """How many of the latest turns made the very same tool calls, and those calls in short."""
-    blocks = iter_blocks(history)
+    blocks = iter_blocks(history, end)
     newest = next(blocks, None)
     if newest is None or not newest[0].tool_calls or all(c["name"] in POLLING_TOOLS for c in newest[0].tool_calls):
         return 0, ""
@@ -173,22 +176,22 @@ class Trigger:
     detail: str = ""
 
 
-def triggered(policy: Policy, name: str, history: Sequence[AnyMessage]) -> list[Trigger]:
-    """The exception-policy rules the newest turn of ``name``'s history triggers.
+def triggered(policy: Policy, name: str, history: Sequence[AnyMessage], end: int | None = None) -> list[Trigger]:
+    """The exception-policy rules the newest turn of ``name``'s ``history[:end]`` triggers.
 
     Pure: the step (before its model call) and the collaboration log (after each
     turn) call it on the same history and get the same answer.
     """
     member = name != LEADER
     found: list[Trigger] = []
-    repeats, calls = repeat_streak(history)
+    repeats, calls = repeat_streak(history, end)
     if member and repeats >= policy.loop_stop:
         return [Trigger(LOOP_STOP, repeats, calls)]
     if repeats == policy.loop_warn:
         found.append(Trigger(LOOP_WARNING, repeats, calls))
-    if member and (files := tail_streak(history, FILE_TOOLS, _failed)) == policy.file_failures:
+    if member and (files := tail_streak(history, FILE_TOOLS, _failed, end)) == policy.file_failures:
         found.append(Trigger(FILE_FAILURES, files))
-    if member and (timeouts := tail_streak(history, SEND_TOOLS, _timed_out)) == policy.send_timeouts:
+    if member and (timeouts := tail_streak(history, SEND_TOOLS, _timed_out, end)) == policy.send_timeouts:
         found.append(Trigger(SEND_TIMEOUTS, timeouts))
     return found
 

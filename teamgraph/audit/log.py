@@ -22,6 +22,7 @@ import json
 import os
 import sqlite3
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
@@ -33,7 +34,7 @@ from langgraph.config import get_config
 
 from teamgraph.audit import rotation
 from teamgraph.audit.events import Cursor, derive_events, new_cursor
-from teamgraph.audit.project import logs_dir, project_name
+from teamgraph.audit.project import PROJECT_NAME_KEY, logs_dir, project_name
 from teamgraph.audit.records import TIME_FORMAT, LogEvent, format_line, parse_line
 
 INDEX_FILE = ".collaboration.sqlite"
@@ -42,13 +43,43 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS files (name TEXT PRIMARY KEY, size INTEGER NOT NULL)",
     "CREATE TABLE IF NOT EXISTS cursors (thread TEXT PRIMARY KEY, cursor TEXT NOT NULL, maintained TEXT)",
 )
-_LOCKS: dict[Path, threading.Lock] = {}
-_LOCKS_GUARD = threading.Lock()
+OPEN_INDEXES = 16
+"""Index connections kept open (least recently used closed first): opening one costs ms."""
 
 
-def _lock(folder: Path) -> threading.Lock:
-    with _LOCKS_GUARD:
-        return _LOCKS.setdefault(folder.resolve(), threading.Lock())
+class _Index:
+    """One open connection to a logs folder's index, and the lock that serializes its writers."""
+
+    def __init__(self, folder: Path) -> None:
+        path = folder / INDEX_FILE
+        _private_file(path)
+        self.lock = threading.Lock()
+        self.db = sqlite3.connect(path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        # NOTE: NORMAL is enough: an index commit lost by a power cut leaves the index behind the
+        # (fsynced) log file, and the next writer cuts the file back and writes those lines again.
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        for statement in _SCHEMA:
+            self.db.execute(statement)
+
+
+_OPEN: OrderedDict[Path, _Index] = OrderedDict()
+_OPEN_GUARD = threading.Lock()
+
+
+def _open_index(folder: Path) -> _Index:
+    key = folder.resolve()
+    with _OPEN_GUARD:
+        if key in _OPEN and (key / INDEX_FILE).exists():
+            _OPEN.move_to_end(key)
+            return _OPEN[key]
+        folder.mkdir(parents=True, exist_ok=True)
+        index = _OPEN[key] = _Index(folder)
+        while len(_OPEN) > OPEN_INDEXES:
+            _, old = _OPEN.popitem(last=False)
+            with old.lock:
+                old.db.close()
+        return index
 
 
 def _private_file(path: Path) -> None:
@@ -61,24 +92,16 @@ def _private_file(path: Path) -> None:
 @contextmanager
 def _index(folder: Path) -> Iterator[sqlite3.Connection]:
     """The log's index, in one write transaction (BEGIN IMMEDIATE: one writer at a time)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / INDEX_FILE
-    _private_file(path)
-    with _lock(folder):
-        db = sqlite3.connect(path, timeout=BUSY_TIMEOUT, isolation_level=None)
+    index = _open_index(folder)
+    with index.lock:
+        db = index.db
+        db.execute("BEGIN IMMEDIATE")
         try:
-            db.execute("PRAGMA journal_mode=WAL")
-            for statement in _SCHEMA:
-                db.execute(statement)
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                yield db
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
-        finally:
-            db.close()
+            yield db
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
 
 
 def _recover(db: sqlite3.Connection, folder: Path) -> dict[str, int]:
@@ -98,7 +121,7 @@ def _append(path: Path, lines: list[str]) -> int:
     with open(path, "ab") as handle:
         handle.write("".join(f"{line}\n" for line in lines).encode("utf-8"))
         handle.flush()
-        os.fsync(handle.fileno())
+        os.fdatasync(handle.fileno())  # NOTE: the lines are on disk before the index says so
         return handle.tell()
 
 
@@ -150,12 +173,16 @@ def write_committed(runtime: Any, state: Mapping[str, Any], config: RunnableConf
         config: The run's config; the current LangGraph config when None.
 
     Returns:
-        The lines written (empty when ``Policy.log`` is off).
+        The lines written (empty when ``Policy.log`` is off, or the run names no
+        thread and no project).
     """
     if not runtime.policy.log:
         return []
     config = config if config is not None else get_config()
-    thread = str((config.get("configurable") or {}).get("thread_id") or "default")
+    configurable = config.get("configurable") or {}
+    if not (configurable.get("thread_id") or configurable.get(PROJECT_NAME_KEY)):
+        return []  # NOTE: a run without a thread (no checkpointer, no config) has no project folder
+    thread = str(configurable.get("thread_id") or configurable[PROJECT_NAME_KEY])
     now = runtime.clock.now()
     stamp = now.strftime(TIME_FORMAT)
     def derive(cursor: Cursor) -> tuple[list[LogEvent], Cursor]:

@@ -73,6 +73,8 @@ def _open_index(folder: Path) -> _Index:
         if key in _OPEN and (key / INDEX_FILE).exists():
             _OPEN.move_to_end(key)
             return _OPEN[key]
+        if (stale := _OPEN.pop(key, None)) is not None:  # NOTE: its folder was removed and made again
+            stale.db.close()
         folder.mkdir(parents=True, exist_ok=True)
         index = _OPEN[key] = _Index(folder)
         while len(_OPEN) > OPEN_INDEXES:

@@ -37,8 +37,13 @@ def _fetch_team(tmp_path, attempts, policy=None) -> Team:
         LEADER: [CREATE_UI, *quiet()],
         UI: [act(call("fetch", url="flaky")), act(call("fetch", url="down")), act(call("fetch", url="bug")), "Done."],
     }
-    return Team(model=ScriptedChatModel(script), home=tmp_path / "home", tools=[_fetch_tool(attempts)],
-                clock=FakeClock(), policy=policy)
+    return Team(
+        model=ScriptedChatModel(script),
+        home=tmp_path / "home",
+        tools=[_fetch_tool(attempts)],
+        clock=FakeClock(),
+        policy=policy,
+    )
 
 
 def _results(team: Team, name: str) -> list:
@@ -60,7 +65,10 @@ def test_a_transient_tool_failure_is_retried_once_then_the_agent_is_told_to_go_a
     flush_log(team, CONFIG)
     events = {e.content.split(")")[0]: e for e in map(parse_line, log_lines(team.home))}
     assert (events["fetch(url=flaky"].result, events["fetch(url=flaky"].level, events["fetch(url=flaky"].code) == (
-        "success", "WARN", "RETRY")
+        "success",
+        "WARN",
+        "RETRY",
+    )
     assert (events["fetch(url=down"].result, events["fetch(url=down"].level) == ("failed", "ERROR")
 
 
@@ -136,8 +144,14 @@ def test_the_same_call_three_times_warns_five_times_stops_the_turn(make_team):
     run = make_team(
         {
             LEADER: [CREATE_UI, *quiet()],
-            UI: [act(call("list_files")), act(call("list_files")), act(call("list_files")), fourth,
-                 act(call("list_files")), "never reached"],
+            UI: [
+                act(call("list_files")),
+                act(call("list_files")),
+                act(call("list_files")),
+                fourth,
+                act(call("list_files")),
+                "never reached",
+            ],
         }
     )
     run.send("Go")
@@ -166,9 +180,14 @@ def test_two_timed_out_sends_in_a_row_notify_the_leader(clocked_team, fake_clock
     slow = [after_seconds(fake_clock, 60, turn) for turn in (act(call("list_files")), "Clean.", "Ok.", "Ok.")]
     run = clocked_team(
         {
-            LEADER: [act(call("create_sub_agent", role_id="liaison", task="Ask the researchers."),
-                         call("create_sub_agent", role_id="researcher"),
-                         call("create_sub_agent", role_id="researcher")), *quiet()],
+            LEADER: [
+                act(
+                    call("create_sub_agent", role_id="liaison", task="Ask the researchers."),
+                    call("create_sub_agent", role_id="researcher"),
+                    call("create_sub_agent", role_id="researcher"),
+                ),
+                *quiet(),
+            ],
             LIAISON: [
                 act(call("sessions_send", sessionKey=R1, message="Check the logs.", timeoutSeconds=30)),
                 act(call("sessions_send", sessionKey=R2, message="Check the metrics.", timeoutSeconds=30)),

@@ -155,7 +155,7 @@ def test_days_roll_over_old_files_are_archived_by_month_and_removed(tmp_path):
 # --- exactly once after kill -9 -------------------------------------------------
 
 KILLED_RUN = textwrap.dedent(
-    '''
+    """
     import os, signal, sys
     sys.path.insert(0, sys.argv[4])
     from audit_fixtures import CONFIG, SECRETS, login_team
@@ -188,10 +188,20 @@ KILLED_RUN = textwrap.dedent(
     team = login_team(sys.argv[1], clock=FakeClock())
     team.compile().invoke({"messages": [("user", "Build a login page. password=" + SECRETS[1])]}, CONFIG)
     sys.exit(3)  # the kill point was never reached
-    '''
+    """
 )
-KILL_POINTS = [("append", 1), ("append", 2), ("append", 4), ("append", 5), ("append", 7),
-               ("model", 1), ("model", 3), ("model", 5), ("model", 7), ("model", 9)]
+KILL_POINTS = [
+    ("append", 1),
+    ("append", 2),
+    ("append", 4),
+    ("append", 5),
+    ("append", 7),
+    ("model", 1),
+    ("model", 3),
+    ("model", 5),
+    ("model", 7),
+    ("model", 9),
+]
 
 
 def test_a_run_killed_at_ten_points_and_resumed_writes_each_line_once(tmp_path, login_run):
@@ -200,11 +210,18 @@ def test_a_run_killed_at_ten_points_and_resumed_writes_each_line_once(tmp_path, 
     module = tmp_path / "killed_run.py"
     module.write_text(KILLED_RUN, encoding="utf-8")
     tests_dir = str(Path(__file__).parent)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")]),
+    }
     homes = [tmp_path / f"{mode}{point}" for mode, point in KILL_POINTS]
     processes = [
-        subprocess.Popen([sys.executable, str(module), str(home), mode, str(point), tests_dir], env=env,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        subprocess.Popen(
+            [sys.executable, str(module), str(home), mode, str(point), tests_dir],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         for home, (mode, point) in zip(homes, KILL_POINTS, strict=True)
     ]
     for process, point in zip(processes, KILL_POINTS, strict=True):

@@ -21,12 +21,20 @@ LEADER = "Team Leader"
 PRICES = {"gpt-test": {"input": 2.0, "output": 8.0}}
 DELEGATION = {
     LEADER: [
-        {"content": None, "tool_calls": [{"name": "create_sub_agent", "arguments": {"role_id": "researcher", "task": "Compare cookies and JWT."}}]},
+        {
+            "content": None,
+            "tool_calls": [
+                {"name": "create_sub_agent", "arguments": {"role_id": "researcher", "task": "Compare cookies and JWT."}}
+            ],
+        },
         "",
         "Researcher_1 recommends session cookies.",
     ],
     "Researcher_1": [
-        {"content": None, "tool_calls": [{"name": "write_file", "arguments": {"path": "notes.md", "content": "cookies"}}]},
+        {
+            "content": None,
+            "tool_calls": [{"name": "write_file", "arguments": {"path": "notes.md", "content": "cookies"}}],
+        },
         "Session cookies: simpler revocation.",
     ],
 }
@@ -40,7 +48,9 @@ def agent_of(body: dict) -> str:
 @pytest.fixture
 def priced_team(openai_server, monkeypatch, tmp_path):
     """A team on the real ChatOpenAI client against the local server, with a price table."""
-    server = openai_server(lambda body: DELEGATION[agent_of(body)][sum(m["role"] == "assistant" for m in body["messages"])])
+    server = openai_server(
+        lambda body: DELEGATION[agent_of(body)][sum(m["role"] == "assistant" for m in body["messages"])]
+    )
     monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
     team = Team(model="openai:gpt-test", home=tmp_path / "home", prices=PRICES)
@@ -51,8 +61,12 @@ def _assert_totals_match_the_server(server, team, config) -> None:
     agents = team.agents(config)
     for name, record in agents.items():
         history = team.history(config, name)
-        assert record["tokens"]["input"] == sum(m.usage_metadata["input_tokens"] for m in history if isinstance(m, AIMessage))
-        assert record["tokens"]["output"] == sum(m.usage_metadata["output_tokens"] for m in history if isinstance(m, AIMessage))
+        assert record["tokens"]["input"] == sum(
+            m.usage_metadata["input_tokens"] for m in history if isinstance(m, AIMessage)
+        )
+        assert record["tokens"]["output"] == sum(
+            m.usage_metadata["output_tokens"] for m in history if isinstance(m, AIMessage)
+        )
         assert record["tokens"]["calls"] == sum(isinstance(m, AIMessage) for m in history) > 0
     team_in = sum(r["tokens"]["input"] for r in agents.values())
     team_out = sum(r["tokens"]["output"] for r in agents.values())
@@ -73,7 +87,9 @@ def test_token_totals_equal_the_usage_the_provider_reported(priced_team):
 
 def test_streamed_runs_report_token_usage_too(priced_team):
     server, team = priced_team
-    for _ in team.compile().stream({"messages": [("user", "Cookies or JWT?")]}, CONFIG, stream_mode="messages", subgraphs=True):
+    for _ in team.compile().stream(
+        {"messages": [("user", "Cookies or JWT?")]}, CONFIG, stream_mode="messages", subgraphs=True
+    ):
         pass
     assert server.requests and all(r.get("stream") for r in server.requests)
     assert all(r["stream_options"] == {"include_usage": True} for r in server.requests)
@@ -111,7 +127,10 @@ def test_stats_count_calls_errors_pairs_patterns_and_response_times(login_run):
     assert member["recovery_calls"] == [1]  # the read failed, the next call (ask_master) succeeded
     assert stats["agents"][LEADER]["errors"] == 0
     assert stats["failing_patterns"] == [
-        {"pattern": "read_file: No file 'missing.txt' in the project folder. Use list_files to see what exists.", "count": 1}
+        {
+            "pattern": "read_file: No file 'missing.txt' in the project folder. Use list_files to see what exists.",
+            "count": 1,
+        }
     ]
     pairs = {(p["sender"], p["receiver"]): p for p in stats["pairs"]}
     assert pairs[("UI Operator_1", LEADER)]["failed"] == 0
@@ -125,8 +144,15 @@ def test_stats_count_calls_errors_pairs_patterns_and_response_times(login_run):
 def test_export_markdown_has_task_report_conversations_requests_files_and_tokens(login_run, tmp_path):
     path = export_thread(login_run, CONFIG, format="md", out=tmp_path / "t.md")
     text = path.read_text(encoding="utf-8")
-    for heading in ("## Task", "## Report of the Team Leader", "## Tokens", "## Team Leader (", "## UI Operator_1 (",
-                    "## Requests", "## Files"):
+    for heading in (
+        "## Task",
+        "## Report of the Team Leader",
+        "## Tokens",
+        "## Team Leader (",
+        "## UI Operator_1 (",
+        "## Requests",
+        "## Files",
+    ):
         assert heading in text
     assert "Login page ready." in text.split("## Report of the Team Leader")[1].split("##")[0]
     assert "| ask_1 | ask | UI Operator_1 | Team Leader | answered |" in text
@@ -152,7 +178,12 @@ def test_export_sqlite_is_queryable_with_sqlite_utils(login_run, tmp_path):
     counts = {r["agent"]: r["n"] for r in db.query("select agent, count(*) as n from messages group by agent")}
     assert counts == {name: len(h) for name, h in login_run.state(CONFIG)["histories"].items()}
     calls = [json.loads(r["tool_calls"]) for r in db.query("select tool_calls from messages where type = 'ai'")]
-    assert {c["name"] for batch in calls for c in batch} >= {"create_sub_agent", "write_file", "read_file", "ask_master"}
+    assert {c["name"] for batch in calls for c in batch} >= {
+        "create_sub_agent",
+        "write_file",
+        "read_file",
+        "ask_master",
+    }
     failed = list(db.query("select sender, code from log where result = 'failed'"))
     assert {"sender": "UI Operator_1", "code": "TOOL_ERROR"} in failed
     assert db["requests"].get("ask_1")["status"] == "answered"

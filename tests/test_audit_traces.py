@@ -22,9 +22,13 @@ def test_each_agent_step_run_is_named_after_the_agent(make_team):
     run = make_team(
         {
             LEADER: [
-                act(call("create_sub_agent", role_id="ui-operator", task="A"),
-                    call("create_sub_agent", role_id="ui-operator", task="B")),
-                "", "", "Done.",
+                act(
+                    call("create_sub_agent", role_id="ui-operator", task="A"),
+                    call("create_sub_agent", role_id="ui-operator", task="B"),
+                ),
+                "",
+                "",
+                "Done.",
             ],
             "UI Operator_1": ["UI 1 done."],
             "UI Operator_2": ["UI 2 done."],
@@ -33,7 +37,9 @@ def test_each_agent_step_run_is_named_after_the_agent(make_team):
     recorder = RunRecorder()
     run.send("Go", callbacks=[recorder])
 
-    named = {name: (tags, meta) for name, tags, meta in recorder.runs if name in (LEADER, "UI Operator_1", "UI Operator_2")}
+    named = {
+        name: (tags, meta) for name, tags, meta in recorder.runs if name in (LEADER, "UI Operator_1", "UI Operator_2")
+    }
     assert set(named) == {LEADER, "UI Operator_1", "UI Operator_2"}
     for name, (tags, meta) in named.items():
         role = "team-leader" if name == LEADER else "ui-operator"

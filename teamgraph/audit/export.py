@@ -58,7 +58,7 @@ class ExportRecords(TypedDict):
 
 def message_row(agent: str, seq: int, message: AnyMessage) -> MessageRow:
     """A history message as a flat, redacted row."""
-    usage = (message.usage_metadata or {}) if isinstance(message, AIMessage) else {}
+    usage: Mapping[str, Any] = (message.usage_metadata or {}) if isinstance(message, AIMessage) else {}
     calls = [{"name": c["name"], "args": redact_value(c["args"])} for c in getattr(message, "tool_calls", [])]
     return MessageRow(
         agent=agent, seq=seq, type=message.type, content=redact(message.text),
@@ -150,11 +150,11 @@ def _write_json(records: ExportRecords, out: Path) -> None:
 def _write_sqlite(records: ExportRecords, out: Path) -> None:
     out.unlink(missing_ok=True)
     db = sqlite_utils.Database(out)
-    db["agents"].insert_all(records["agents"], pk="name", alter=True)
-    db["messages"].insert_all(records["messages"], pk=("agent", "seq"), alter=True)
-    db["requests"].insert_all(records["requests"], pk="id", alter=True)
-    db["deliveries"].insert_all(records["deliveries"], pk="id", alter=True)
-    db["log"].insert_all(records["log"], alter=True)
+    db.table("agents").insert_all(records["agents"], pk="name", alter=True)
+    db.table("messages").insert_all([dict(row) for row in records["messages"]], pk=("agent", "seq"), alter=True)
+    db.table("requests").insert_all(records["requests"], pk="id", alter=True)
+    db.table("deliveries").insert_all(records["deliveries"], pk="id", alter=True)
+    db.table("log").insert_all(records["log"], alter=True)
     for table in ("agents", "messages", "requests", "deliveries", "log"):
         if not db[table].exists():  # NOTE: an empty thread still gets every table (queries keep working)
             db.execute(f"CREATE TABLE [{table}] (id TEXT)")

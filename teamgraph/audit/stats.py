@@ -75,7 +75,8 @@ def _is_error(result: ToolMessage | None) -> bool:
 def _tool_outcomes(history: list[AnyMessage]) -> list[tuple[int, str, ToolMessage | None]]:
     """(model call number, tool name, result) for every answered tool call, in order."""
     results = {m.tool_call_id: m for m in history if isinstance(m, ToolMessage)}
-    outcomes, calls = [], 0
+    outcomes: list[tuple[int, str, ToolMessage | None]] = []
+    calls = 0
     for message in history:
         if isinstance(message, AIMessage):
             calls += 1

@@ -32,30 +32,37 @@ def _rate(value: float | None) -> str:
     return "-" if value is None else f"{value:.0%}"
 
 
+def _cost(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+def _table(title: str, *columns: str) -> Table:
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, title_style="bold")
+    for column in columns:
+        table.add_column(column)
+    return table
+
+
 def stats_tables(stats: TeamStats) -> list[Table]:
     """The figures as rich tables: agents, calls between agents, failing patterns, requests."""
-    agents = Table(title="Agents", title_justify="left", box=box.SIMPLE_HEAD, title_style="bold")
-    for column in ("agent", "model calls", "tool calls", "errors", "success", "tokens in", "tokens out", "cost"):
-        agents.add_column(column, justify="left" if column == "agent" else "right")
+    agents = _table(
+        "Agents", "agent", "model calls", "tool calls", "errors", "success", "tokens in", "tokens out", "cost"
+    )
     for name, row in stats["agents"].items():
         tokens = row["tokens"]
-        agents.add_row(name, str(row["model_calls"]), str(row["tool_calls"]), str(row["errors"]),
-                       _rate(row["success_rate"]), str(tokens["input"]), str(tokens["output"]), str(tokens["cost"] or "-"))
+        agents.add_row(
+            name, str(row["model_calls"]), str(row["tool_calls"]), str(row["errors"]), _rate(row["success_rate"]),
+            str(tokens["input"]), str(tokens["output"]), _cost(tokens["cost"]),
+        )
     team = stats["team"]
-    agents.add_row("team", "", "", "", "", str(team["input"]), str(team["output"]), str(team["cost"] or "-"), style="bold")
-    pairs = Table(title="Who called whom", title_justify="left", box=box.SIMPLE_HEAD, title_style="bold")
-    for column in ("from", "to", "count", "success", "failed"):
-        pairs.add_column(column)
+    agents.add_row("team", "", "", "", "", str(team["input"]), str(team["output"]), _cost(team["cost"]), style="bold")
+    pairs = _table("Who called whom", "from", "to", "count", "success", "failed")
     for pair in stats["pairs"]:
         pairs.add_row(pair["sender"], pair["receiver"], str(pair["count"]), str(pair["success"]), str(pair["failed"]))
-    patterns = Table(title="Failing patterns", title_justify="left", box=box.SIMPLE_HEAD, title_style="bold")
-    patterns.add_column("count", justify="right")
-    patterns.add_column("tool: error")
+    patterns = _table("Failing patterns", "count", "tool: error")
     for item in stats["failing_patterns"]:
         patterns.add_row(str(item["count"]), item["pattern"])
-    requests = Table(title="Request response times", title_justify="left", box=box.SIMPLE_HEAD, title_style="bold")
-    for column in ("id", "kind", "status", "seconds"):
-        requests.add_column(column)
+    requests = _table("Request response times", "id", "kind", "status", "seconds")
     for timing in stats["requests"]:
         requests.add_row(timing["id"], timing["kind"], timing["status"], f"{timing['seconds']:g}")
     return [agents, pairs, patterns, requests]
@@ -80,14 +87,17 @@ def stats_command(
 def export_command(
     thread: ThreadArg,
     format: Annotated[str, typer.Option("--format", "-f", help=f"One of {', '.join(FORMATS)}.")] = "md",
-    out_path: Annotated[Path | None, typer.Option("--out", "-o", help="File to write (default: <home>/exports/THREAD.<ext>).")] = None,
+    out_path: Annotated[
+        Path | None, typer.Option("--out", "-o", help="File to write (default: <home>/exports/THREAD.<ext>).")
+    ] = None,
     home: HomeOpt = Path(DEFAULT_HOME),
 ) -> None:
     """Export THREAD: Markdown, JSON, or SQLite (tables agents, messages, requests, deliveries, log)."""
     if format not in FORMATS:
         raise CLIError(f"Unknown --format {format!r}: use one of {', '.join(FORMATS)}.")
     require_thread(home, thread)
-    path = export_thread(reader_team(home), thread_config(thread), format=format, out=out_path)  # type: ignore[arg-type]
+    team, config = reader_team(home), thread_config(thread)
+    path = export_thread(team, config, format=format, out=out_path)  # type: ignore[arg-type]
     console().print(Text.assemble(("Exported ", "bold"), display_path(path)), soft_wrap=True)
 
 
@@ -100,5 +110,5 @@ def token_cells(rec: Any) -> tuple[str, str]:
 def token_total_line(values: Any, prices: Any) -> Text:
     """``Tokens: 1,234 in · 567 out (cost 0.0123)``: the team's totals for a run's summary."""
     total = team_tokens(values, prices)
-    cost = "" if total["cost"] is None else f" (cost {total['cost']:.4f})"
+    cost = "" if total["cost"] is None else f" (cost {_cost(total['cost'])})"
     return Text.assemble(("Tokens: ", "bold"), f"{total['input']:,} in · {total['output']:,} out{cost}")

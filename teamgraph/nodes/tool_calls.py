@@ -10,6 +10,7 @@ It keeps ToolNode's contract otherwise: ``InjectedState`` / ``InjectedToolCallId
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
@@ -45,7 +46,9 @@ def _validation_problem(tool: BaseTool, exc: ValidationError) -> str:
 
 def _error(text: str, call_id: str, name: str, *, retries: list[str] | None = None) -> ToolMessage:
     extra = {RETRIES_KEY: retries} if retries else {}
-    return ToolMessage(content=f"Error: {text}", tool_call_id=call_id, name=name, status="error", additional_kwargs=extra)
+    return ToolMessage(
+        content=f"Error: {text}", tool_call_id=call_id, name=name, status="error", additional_kwargs=extra
+    )
 
 
 def run_tool_calls(
@@ -100,10 +103,8 @@ def run_tool_calls(
         if VIEW_ARG in (getattr(tool.args_schema, "model_fields", None) or {}):
             args[VIEW_ARG] = view.with_effects(step_effects)
         try:
-            out, failures = call_with_retry(
-                lambda tool=tool, args=args, call=call: tool.invoke({**call, "args": args, "type": "tool_call"}, config),
-                retries=retries,
-            )
+            payload = {**call, "args": args, "type": "tool_call"}
+            out, failures = call_with_retry(partial(tool.invoke, payload, config), retries=retries)
         except GraphBubbleUp:
             raise
         except ToolException as exc:

@@ -209,3 +209,18 @@ def test_cli_stats_and_export(login_run, tmp_path):
     assert sqlite_utils.Database(out)["messages"].count > 0
     result = runner.invoke(app, ["export", "login", "--format", "csv", "--home", home])
     assert result.exit_code != 0 and "md, json, sqlite" in result.output
+
+
+def test_the_live_view_adds_up_the_tokens_of_each_step():
+    from rich.console import Console
+
+    from teamgraph.cli.live import TeamView
+
+    view = TeamView("t1", {"agents": {LEADER: {"role": "team-leader", "status": "running"}}})
+    usage = {"input_tokens": 120, "output_tokens": 7, "total_tokens": 127}
+    for _ in range(2):
+        view.apply("leader", {"histories": {LEADER: [AIMessage(content="ok", usage_metadata=usage)]}})
+    assert (view.tokens[LEADER]["input"], view.tokens[LEADER]["output"]) == (240, 14)
+    console = Console(record=True, width=160)
+    console.print(view)
+    assert "240/14" in console.export_text()

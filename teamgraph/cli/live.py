@@ -21,6 +21,13 @@ from rich.table import Table
 from rich.text import Text
 
 from teamgraph.audit.log import flush_log
+from teamgraph.audit.tokens import (
+    TokenUsage,
+    add_usage,
+    agent_tokens,
+    empty_usage,
+    usage_of,
+)
 from teamgraph.cli.answers import Answerer
 from teamgraph.cli.errors import (
     EXIT_INTERRUPTED,
@@ -46,6 +53,7 @@ class TeamView:
         self.scheduled: list[str] = []
         self.tick = (values.get("team") or {}).get("tick", 0)
         self.paused: dict[str, dict[str, Any]] = {}
+        self.tokens: dict[str, TokenUsage] = agent_tokens(values)
 
     def apply(self, node: str, update: Any) -> list[str]:
         """Take one streamed update; return plain event lines (for logs, not terminals)."""
@@ -69,6 +77,8 @@ class TeamView:
             elif record.get("status") == "failed" and old.get("status") != "failed":
                 events.append(f"✗ {name} failed: {clip(record.get('last_action'))}")
             self.agents[name] = dict(record)
+        for name, messages in (update.get("histories") or {}).items():  # NOTE: an agent step's new messages
+            self.tokens[name] = add_usage([self.tokens.get(name) or empty_usage(), usage_of(messages)])
         for rid, record in (update.get("requests") or {}).items():
             old = self.requests.get(rid)
             if old is None:
@@ -91,6 +101,7 @@ class TeamView:
         table.add_column("status", no_wrap=True)
         table.add_column("calls", justify="right")
         table.add_column("tools", justify="right")
+        table.add_column("tokens in/out", justify="right")
         table.add_column("latest action", overflow="ellipsis", no_wrap=True, max_width=70)
         for name, rec in self.agents.items():
             mark = "▶ " if name in self.scheduled else "  "
@@ -105,6 +116,7 @@ class TeamView:
                 status_text(rec.get("status", "")),
                 str(rec.get("steps", 0)),
                 str(rec.get("tool_calls", 0)),
+                "{input}/{output}".format(**(self.tokens.get(name) or empty_usage())),
                 action,
             )
         pending = [(rid, r) for rid, r in self.requests.items() if r.get("status") == "pending"]

@@ -234,3 +234,24 @@ def test_a_run_killed_at_ten_points_and_resumed_writes_each_line_once(tmp_path, 
         lines = log_lines(home)
         assert Counter(lines) == Counter(expected), point
         assert all(LINE_RE.match(line) for line in lines)
+
+
+def test_a_pause_for_a_person_is_in_the_log_before_the_run_stops(tmp_path):
+    from audit_fixtures import login_team
+    from scripting import act, call
+
+    script = {"Team Leader": [act(call("ask_user", question="Which colour?")), "Blue it is."]}
+    team = login_team(tmp_path / "home", clock=FakeClock(), policy=Policy(), script=script)
+    graph = team.compile()
+    out = graph.invoke({"messages": [("user", "Build it")]}, CONFIG)
+    assert out["__interrupt__"]
+    events = [parse_line(line) for line in log_lines(team.home)]  # no flush: the gate wrote it
+    opened = [e for e in events if e.content.startswith("ask_1 ask opened")]
+    assert [(e.sender, e.receiver) for e in opened] == [("Team Leader", "human")]
+    from langgraph.types import Command
+
+    graph.invoke(Command(resume={"ask_1": "Blue"}), CONFIG)
+    flush_log(team, CONFIG)
+    lines = log_lines(team.home)
+    assert len(lines) == len(set(lines))
+    assert any(parse_line(line).content.startswith("ask_1 answered") for line in lines)

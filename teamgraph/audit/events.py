@@ -115,9 +115,13 @@ class EventDeriver:
         self.team: Mapping[str, Any] = state.get("team") or {}
 
     def run(self) -> tuple[list[LogEvent], Cursor]:
-        """Every source, in a fixed order; events sorted by time (stable)."""
-        events = [*self.user(), *self.histories(), *self.request_events(), *self.deliveries(),
-                  *self.board(), *self.registry()]
+        """Every source, in a fixed order; events sorted by time (stable).
+
+        NOTE: the records (requests, messages, board, registry) were written by the
+        router pass before the superstep whose steps the histories hold, so they come first.
+        """
+        events = [*self.user(), *self.request_events(), *self.deliveries(), *self.board(), *self.registry(),
+                  *self.histories()]
         events.sort(key=lambda e: e.time)
         return events, self.cursor
 

@@ -25,6 +25,18 @@ from teamgraph.audit.records import Kind, Level, LogEvent, log_time, one_line
 from teamgraph.audit.redact import redact_value
 from teamgraph.messaging.envelopes import LEADER
 from teamgraph.policy import Policy
+from teamgraph.protocols.requests import (
+    APPROVAL,
+    ASK,
+    ID_PREFIX,
+    MEMBER_PLAN,
+    PLAN,
+    QUESTION,
+    RUN,
+    SHUTDOWN,
+)
+
+REQUEST_KINDS = (ASK, QUESTION, PLAN, MEMBER_PLAN, SHUTDOWN, APPROVAL, RUN)
 
 USER = "user"
 FILES = "files"
@@ -63,7 +75,7 @@ ANSWER_ARGS = ("question_id", "request_id")
 """Arguments that name a request: the receiver is who opened it."""
 
 # Request ids are ``<prefix>_<n>`` with one counter for every kind (protocols/requests.py).
-REQUEST_PREFIXES = ("ask", "plan", "member_plan", "shutdown", "approval", "run")
+REQUEST_PREFIXES = tuple(dict.fromkeys(ID_PREFIX.get(kind, kind) for kind in REQUEST_KINDS))
 REQUEST_RESULTS = {
     "answered": ("success", "INFO", ""), "approved": ("success", "INFO", ""),
     "rejected": ("partial", "INFO", ""), "expired": ("failed", "WARN", "EXPIRED"),

@@ -45,6 +45,17 @@ class Policy(BaseModel):
             where LangChain knows it, else 100 000.
         context_threshold: The share of ``context_tokens`` past which an agent's
             older history is replaced, in what its model sees, by a summary.
+        log: Write the collaboration log
+            (``<home>/project/<project_name>/logs/<date>_<project_name>_collaboration.log``).
+        tool_retries: Times a tool call that failed with a transient error is
+            retried before the agent gets the error.
+        file_failures: Consecutive failed file operations of one agent that
+            notify the leader.
+        send_timeouts: Consecutive timed-out calls (``sessions_send``...) of one
+            agent that notify the leader.
+        loop_warn: The same tool with the same arguments this many times in a
+            row gives the agent a warning.
+        loop_stop: ... and this many times stops its turn and tells the leader.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -64,6 +75,12 @@ class Policy(BaseModel):
     leader_reminders: int = Field(default=1, ge=0)
     context_tokens: int | None = Field(default=None, ge=1000)
     context_threshold: float = Field(default=0.8, gt=0.1, le=1.0)
+    log: bool = True
+    tool_retries: int = Field(default=1, ge=0)
+    file_failures: int = Field(default=3, ge=1)
+    send_timeouts: int = Field(default=2, ge=1)
+    loop_warn: int = Field(default=3, ge=2)
+    loop_stop: int = Field(default=5, ge=2)
 
     def decider(self, kind: str) -> Decider:
         """Who decides a request of ``kind`` (``ask``, ``plan``, ``member_plan``, ``approval``)."""

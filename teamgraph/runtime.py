@@ -61,6 +61,8 @@ class TeamRuntime:
     """Your own tools by role id; the key ``"*"`` gives tools to every member."""
     token_counter: TokenCounter | None = None
     """Counts a model call's tokens; None: an approximation scaled by the provider's usage."""
+    prices: dict[str, dict[str, float]] | None = None
+    """Price per million tokens by model (``{"gpt-4o-mini": {"input": .15, "output": .6}}``)."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _models: dict[str, BaseChatModel] = field(default_factory=dict, repr=False)
     tool_sets: dict[tuple[str, bool], list[BaseTool]] = field(default_factory=dict, repr=False)

@@ -11,6 +11,8 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.graph.state import CompiledStateGraph
 
+from teamgraph.audit.stats import team_stats
+from teamgraph.audit.tokens import check_prices, with_tokens
 from teamgraph.checkpoints import DB_FILE, open_checkpointer
 from teamgraph.graph.build import build_team_graph
 from teamgraph.nodes.model_view import context_budget, model_view, without_markers
@@ -45,6 +47,7 @@ class Team:
         clock: Clock | None = None,
         tools: Sequence[BaseTool] | Mapping[str, Sequence[BaseTool]] = (),
         token_counter: TokenCounter | None = None,
+        prices: Mapping[str, Mapping[str, float]] | None = None,
     ) -> None:
         """Create a team.
 
@@ -65,6 +68,9 @@ class Team:
             token_counter: Counts the tokens of a model call's messages, to keep every
                 agent inside ``Policy.context_tokens``; None: LangChain's approximation,
                 scaled by the usage the provider reports.
+            prices: Price per million tokens by model name, e.g.
+                ``{"gpt-4o-mini": {"input": 0.15, "output": 0.60}}`` (``"*"``: any
+                other model); ``agents()`` and ``stats()`` then give costs.
         """
         extra = dict(tools) if isinstance(tools, Mapping) else {"*": list(tools)}
         self.runtime = TeamRuntime(
@@ -75,6 +81,7 @@ class Team:
             clock=clock or SystemClock(),
             extra_tools={role: list(ts) for role, ts in extra.items()},
             token_counter=token_counter,
+            prices=None if prices is None else dict(check_prices(prices)),  # type: ignore[arg-type]
         )
         unknown = sorted(set(extra) - {"*", *self.runtime.roles})
         if unknown:
@@ -134,8 +141,12 @@ class Team:
         return self._history_view(self.state(config), display_name, view)
 
     def agents(self, config: RunnableConfig) -> dict[str, dict[str, Any]]:
-        """The thread's registry: display name -> role, status, counters."""
-        return self.state(config).get("agents", {})
+        """The thread's registry: display name -> role, status, counters, ``tokens`` (see ``TokenUsage``)."""
+        return with_tokens(self.state(config), self.runtime.prices)
+
+    def stats(self, config: RunnableConfig) -> dict[str, Any]:
+        """The thread's collaboration figures (see ``teamgraph.audit.stats.team_stats``)."""
+        return team_stats(self.state(config), prices=self.runtime.prices, policy=self.runtime.policy)
 
     # --- async reading (for a team compiled with an async checkpointer) -------
     # NOTE: AsyncSqliteSaver refuses synchronous calls from its event loop's
@@ -164,7 +175,7 @@ class Team:
 
     async def aagents(self, config: RunnableConfig) -> dict[str, dict[str, Any]]:
         """The thread's registry (async); see ``agents``."""
-        return (await self.astate(config)).get("agents", {})
+        return with_tokens(await self.astate(config), self.runtime.prices)
 
 
 def _history_of(values: dict[str, Any], display_name: str) -> list[AnyMessage]:

@@ -76,6 +76,8 @@ class ScriptedOpenAIServer:
         ``context_limit`` refuses longer prompts with ``context_length_exceeded``."""
         self.requests: list[dict[str, Any]] = []
         self.refused: list[dict[str, Any]] = []
+        self.usages: list[dict[str, int]] = []
+        """The ``usage`` objects the server reported (a stream reports one only when asked to)."""
         self.model_id = model_id
         self.context_limit = context_limit
         self._script = script
@@ -358,6 +360,8 @@ class _Handler(BaseHTTPRequestHandler):
                 {"x-should-retry": "false"},
             )
             return
+        if not body.get("stream") or (body.get("stream_options") or {}).get("include_usage"):
+            self.scripted.usages.append(_usage(body, reply))
         if body.get("stream"):
             self._send_stream(_chunks(body, reply))
         else:

@@ -29,6 +29,7 @@ from teamgraph.cli.teams import (
     on_chosen_db,
     reader_team,
 )
+from teamgraph.cli.reports import export_command, stats_command
 from teamgraph.cli.threads import (
     chosen_db,
     is_unfinished,
@@ -291,6 +292,10 @@ def history(
     out = console()
     for name in names:
         print_history(out, name, agents.get(name, {}), histories[name])
+
+
+app.command("stats")(friendly(stats_command))
+app.command("export")(friendly(export_command))
 
 
 # --------------------------------------------------------------------------- roles

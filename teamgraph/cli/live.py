@@ -20,6 +20,7 @@ from rich.console import Console, ConsoleOptions, RenderResult
 from rich.live import Live
 from rich.text import Text
 
+from teamgraph.audit.log import flush_log
 from teamgraph.cli.answers import Answerer
 from teamgraph.cli.errors import (
     EXIT_INTERRUPTED,
@@ -246,6 +247,7 @@ class Session:
     def run(self, payload: Any) -> None:
         """:meth:`drive` the thread, then print the summary and the commands to try next."""
         self.drive(payload)
+        flush_log(self.team, self.config)  # NOTE: the run's last router pass is logged from committed state here
         self.summary()
         print_hints(self.out, self.thread, self.home, self.values().get("agents") or {})
 

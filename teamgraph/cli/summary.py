@@ -27,6 +27,8 @@ from teamgraph.cli.output import (
     status_text,
 )
 from teamgraph.cli.threads import db_args, home_args, store_label, thread_config
+from teamgraph.audit.tokens import with_tokens
+from teamgraph.cli.reports import token_total_line
 
 
 def _files_written(histories: Mapping[str, list[Any]], project_dir: Path) -> list[tuple[Path, str]]:
@@ -85,7 +87,7 @@ def _question_and_answer(request: Mapping[str, Any]) -> str:
 def print_summary(out: Console, team: Any, graph: Any, thread: str) -> None:
     """The end of a run: the leader's report, who did what, requests, files, where the SQLite file is."""
     values = graph.get_state(thread_config(thread)).values or {}
-    agents = values.get("agents") or {}
+    agents = with_tokens(values, team.runtime.prices)
     requests = values.get("requests") or {}
 
     final = _final_answer(values.get("messages") or [])
@@ -100,6 +102,7 @@ def print_summary(out: Console, team: Any, graph: Any, thread: str) -> None:
         for name, rec in agents.items()
     ]
     out.print(fit_table(AGENT_COLUMNS, rows, width=out.width, title="Who did what"))
+    out.print(token_total_line(values, team.runtime.prices))
 
     if requests:
         rrows = [

@@ -11,7 +11,7 @@ from langgraph.types import RetryPolicy, Send
 
 from teamgraph.graph.router import make_router
 from teamgraph.nodes.agent_step import make_generic_member_node, make_step_node
-from teamgraph.nodes.human_gate import human_gate
+from teamgraph.nodes.human_gate import make_human_gate
 from teamgraph.runtime import TeamRuntime
 from teamgraph.state import TeamInput, TeamState
 
@@ -63,7 +63,7 @@ def build_team_graph(runtime: TeamRuntime, *, checkpointer: Any = None) -> Compi
         nodes[role.id] = name
     builder.add_node(GENERIC_MEMBER_NODE, make_generic_member_node(runtime))
     builder.add_edge(GENERIC_MEMBER_NODE, ROUTER)
-    builder.add_node(HUMAN_NODE, human_gate)
+    builder.add_node(HUMAN_NODE, make_human_gate(runtime))
     builder.add_edge(HUMAN_NODE, ROUTER)
 
     def route(state: dict[str, Any]) -> list[Send | str] | str:

@@ -23,6 +23,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 
+from teamgraph.audit.log import write_committed
 from teamgraph.messaging import envelopes
 from teamgraph.messaging.envelopes import LEADER, clip
 from teamgraph.messaging.results import communication_failed, timed_out
@@ -938,6 +939,7 @@ def make_router(runtime: TeamRuntime):
     """The router node for one team."""
 
     def router(state: dict[str, Any]) -> dict[str, Any]:
+        write_committed(runtime, state)  # NOTE: the state a pass reads is committed: log it first
         return RouterPass(runtime, state).run()
 
     return router

@@ -26,6 +26,8 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
+from teamgraph.audit.exceptions import guard_step
+from teamgraph.audit.traces import agent_tags
 from teamgraph.messaging import effects
 from teamgraph.messaging.envelopes import LEADER
 from teamgraph.models import ScriptExhaustedError
@@ -87,7 +89,9 @@ def build_role_subgraph(runtime: TeamRuntime, role: Role) -> CompiledStateGraph:
     def call_tools(state: StepState, config: RunnableConfig) -> dict[str, Any]:
         view = state["view"]
         refused = {} if not gated or plan_approved(view) else dict.fromkeys(gated, PLAN_FIRST)
-        messages, step_effects, _ = run_tool_calls(state["new"][-1], tools, view, config, refused=refused)
+        messages, step_effects, _ = run_tool_calls(
+            state["new"][-1], tools, view, config, refused=refused, retries=runtime.policy.tool_retries
+        )
         return {"new": messages, "effects": step_effects}
 
     def has_tool_calls(state: StepState) -> str:
@@ -158,8 +162,11 @@ def _step_config(config: RunnableConfig, name: str, role: Role) -> RunnableConfi
     # once per superstep, and a subgraph checkpoint would store the whole history
     # again at every step (what makes other frameworks' storage quadratic).
     # Durability must then be "exit": "sync" waits on a checkpoint that never comes.
+    # NOTE: the run name and tags let traces (LangSmith) tell "UI Operator_1" from "UI Operator_2".
     return {
         **config,
+        "run_name": name,
+        "tags": [*config.get("tags", []), *agent_tags(name, role.id)],
         "metadata": {**config.get("metadata", {}), AGENT_KEY: name, ROLE_KEY: role.id},
         "configurable": {
             **config.get("configurable", {}),
@@ -197,12 +204,13 @@ def run_step(
         failed = effects.step(message_index=None, ended_turn=True, tool_calls=0, deferred=[])
         return {"outbox": [{**failed, "agent": name, "error": f"{type(exc).__name__}: {exc}"}]}
     history = team.get("histories", {}).get(name, [])
-    system = SystemMessage(system_prompt(runtime, role, name, team))
+    guard = guard_step(runtime.policy, name, history)  # NOTE: loop and escalation rules (audit/exceptions.py)
+    system = SystemMessage("\n\n".join(filter(None, (system_prompt(runtime, role, name, team), guard.note))))
     view = team_view(team, name)
     slice_steps = 1 if name == LEADER else runtime.policy.slice_steps
     new: list[AnyMessage] = []
-    outbox: list[dict[str, Any]] = []
-    for _ in range(slice_steps):
+    outbox: list[dict[str, Any]] = [{**e, "agent": name} for e in guard.effects]
+    for _ in range(0 if guard.stop else slice_steps):
         try:
             result = subgraph.invoke(
                 {"agent": name, "messages": [system, *history, *new], "view": view, "new": [], "effects": []},

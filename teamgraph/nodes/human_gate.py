@@ -8,10 +8,12 @@ interrupts in one task get mixed up (langgraph issues #6533, #8579).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from langgraph.types import interrupt
 
+from teamgraph.audit.log import write_committed
 from teamgraph.messaging import effects
 from teamgraph.protocols.requests import (
     HUMAN,
@@ -20,6 +22,7 @@ from teamgraph.protocols.requests import (
     is_pending,
     public_view,
 )
+from teamgraph.runtime import TeamRuntime
 
 HUMAN_AGENT = "human"
 """The author name of the human gate's effects."""
@@ -54,6 +57,21 @@ def check_answers(
         if problem:
             return f"Resume refused: {problem}. Nothing was changed. Pending: {listing}."
     return None
+
+
+def make_human_gate(runtime: TeamRuntime) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """The human gate node of a team: it logs what led to the pause, then pauses.
+
+    NOTE: the state it reads is committed, so the collaboration log gets the
+    requests the person is asked about before the run stops (and a resumed gate
+    writes nothing twice).
+    """
+
+    def human(state: dict[str, Any]) -> dict[str, Any]:
+        write_committed(runtime, state)
+        return human_gate(state)
+
+    return human
 
 
 def human_gate(state: dict[str, Any]) -> dict[str, Any]:

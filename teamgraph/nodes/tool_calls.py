@@ -10,6 +10,7 @@ It keeps ToolNode's contract otherwise: ``InjectedState`` / ``InjectedToolCallId
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
@@ -20,6 +21,7 @@ from langgraph.types import Command
 from pydantic import ValidationError
 
 from teamgraph.models.arguments import NOT_AN_OBJECT, non_object_kind
+from teamgraph.audit.exceptions import RETRIES_KEY, call_with_retry, retried_error
 from teamgraph.tools.context import View
 
 VIEW_ARG = "view"
@@ -43,8 +45,11 @@ def _validation_problem(tool: BaseTool, exc: ValidationError) -> str:
     )
 
 
-def _error(text: str, call_id: str, name: str) -> ToolMessage:
-    return ToolMessage(content=f"Error: {text}", tool_call_id=call_id, name=name, status="error")
+def _error(text: str, call_id: str, name: str, *, retries: list[str] | None = None) -> ToolMessage:
+    extra = {RETRIES_KEY: retries} if retries else {}
+    return ToolMessage(
+        content=f"Error: {text}", tool_call_id=call_id, name=name, status="error", additional_kwargs=extra
+    )
 
 
 def run_tool_calls(
@@ -54,6 +59,7 @@ def run_tool_calls(
     config: RunnableConfig,
     *,
     refused: Mapping[str, str] | None = None,
+    retries: int = 0,
 ) -> tuple[list[ToolMessage], list[dict[str, Any]], list[str]]:
     """Run the tool calls of ``ai`` in order.
 
@@ -63,6 +69,7 @@ def run_tool_calls(
         view: The team view; each tool also sees the effects of the calls before it.
         config: The node's config (callbacks, metadata).
         refused: Tools the caller may not use right now, with the reason.
+        retries: Times a call that fails with a transient error is tried again.
 
     Returns:
         The immediate ToolMessages, the effects in call order, and the ids of
@@ -101,7 +108,8 @@ def run_tool_calls(
         if VIEW_ARG in (getattr(tool.args_schema, "model_fields", None) or {}):
             args[VIEW_ARG] = view.with_effects(step_effects)
         try:
-            out = tool.invoke({**call, "args": args, "type": "tool_call"}, config)
+            payload = {**call, "args": args, "type": "tool_call"}
+            out, failures = call_with_retry(partial(tool.invoke, payload, config), retries=retries)
         except GraphBubbleUp:
             raise
         except ToolException as exc:
@@ -111,8 +119,11 @@ def run_tool_calls(
             messages.append(_error(_validation_problem(tool, exc), call_id, name))
             continue
         except Exception as exc:  # noqa: BLE001 - a tool bug must not stop the team
-            messages.append(_error(f"{name} failed: {type(exc).__name__}: {exc}", call_id, name))
+            retried = getattr(exc, "teamgraph_failures", None)
+            text = retried_error(name, exc) if retried else f"{name} failed: {type(exc).__name__}: {exc}"
+            messages.append(_error(text, call_id, name, retries=retried))
             continue
+        before = len(messages)
         if isinstance(out, Command):
             update = out.update or {}
             step_effects.extend(update.get("effects", []))
@@ -127,4 +138,6 @@ def run_tool_calls(
             messages.append(out)
         else:
             messages.append(ToolMessage(content=str(out), tool_call_id=call_id, name=name))
+        for message in messages[before:] if failures else ():
+            message.additional_kwargs[RETRIES_KEY] = failures  # NOTE: the log records the retry (WARN)
     return messages, step_effects, deferred

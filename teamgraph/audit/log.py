@@ -1,0 +1,216 @@
+"""The collaboration log writer: exactly once, from committed state.
+
+``write_committed`` is called by the router at the start of each pass: the
+state it reads was committed (durability ``"sync"``), so a crash can only
+repeat a pass over the same state. Lines are derived deterministically from
+that state (``events.py``) and appended together with the cursor that says
+what was logged, in one SQLite transaction kept next to the log
+(``logs/.collaboration.sqlite``):
+
+1. recover: a day file longer than its recorded size holds lines whose
+   transaction never committed (a crash between the append and the commit);
+   it is cut back to the recorded size;
+2. append the new lines (fsync), then commit the new sizes and the cursor.
+
+A crash before step 2's commit leaves the old cursor and a tail that the next
+writer cuts off and writes again: every line is written once, none is lost.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.config import get_config
+
+from teamgraph.audit import rotation
+from teamgraph.audit.events import Cursor, derive_events, new_cursor
+from teamgraph.audit.project import PROJECT_NAME_KEY, logs_dir, project_name
+from teamgraph.audit.records import TIME_FORMAT, LogEvent, format_line, parse_line
+
+INDEX_FILE = ".collaboration.sqlite"
+BUSY_TIMEOUT = 30.0
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS files (name TEXT PRIMARY KEY, size INTEGER NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS cursors (thread TEXT PRIMARY KEY, cursor TEXT NOT NULL, maintained TEXT)",
+)
+OPEN_INDEXES = 16
+"""Index connections kept open (least recently used closed first): opening one costs ms."""
+
+
+class _Index:
+    """One open connection to a logs folder's index, and the lock that serializes its writers."""
+
+    def __init__(self, folder: Path) -> None:
+        path = folder / INDEX_FILE
+        _private_file(path)
+        self.lock = threading.Lock()
+        self.db = sqlite3.connect(path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        # NOTE: NORMAL is enough: an index commit lost by a power cut leaves the index behind the
+        # (fsynced) log file, and the next writer cuts the file back and writes those lines again.
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        for statement in _SCHEMA:
+            self.db.execute(statement)
+
+
+_OPEN: OrderedDict[Path, _Index] = OrderedDict()
+_OPEN_GUARD = threading.Lock()
+
+
+def _open_index(folder: Path) -> _Index:
+    key = folder.resolve()
+    with _OPEN_GUARD:
+        if key in _OPEN and (key / INDEX_FILE).exists():
+            _OPEN.move_to_end(key)
+            return _OPEN[key]
+        if (stale := _OPEN.pop(key, None)) is not None:  # NOTE: its folder was removed and made again
+            stale.db.close()
+        folder.mkdir(parents=True, exist_ok=True)
+        index = _OPEN[key] = _Index(folder)
+        while len(_OPEN) > OPEN_INDEXES:
+            _, old = _OPEN.popitem(last=False)
+            with old.lock:
+                old.db.close()
+        return index
+
+
+def _private_file(path: Path) -> None:
+    """Create ``path`` readable by its owner only (0600), whatever the umask."""
+    if not path.exists():
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, rotation.FILE_MODE))
+    os.chmod(path, rotation.FILE_MODE)
+
+
+@contextmanager
+def _index(folder: Path) -> Iterator[sqlite3.Connection]:
+    """The log's index, in one write transaction (BEGIN IMMEDIATE: one writer at a time)."""
+    index = _open_index(folder)
+    with index.lock:
+        db = index.db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
+
+def _recover(db: sqlite3.Connection, folder: Path) -> dict[str, int]:
+    """Cut every day file back to its committed size; returns the sizes."""
+    sizes = dict(db.execute("SELECT name, size FROM files").fetchall())
+    for path in rotation.day_files(folder):
+        committed = sizes.get(path.name, 0)
+        if path.stat().st_size > committed:
+            with open(path, "r+b") as handle:
+                handle.truncate(committed)
+                os.fsync(handle.fileno())
+    return sizes
+
+
+def _append(path: Path, lines: list[str]) -> int:
+    _private_file(path)
+    with open(path, "ab") as handle:
+        handle.write("".join(f"{line}\n" for line in lines).encode("utf-8"))
+        handle.flush()
+        os.fdatasync(handle.fileno())  # NOTE: the lines are on disk before the index says so
+        return handle.tell()
+
+
+def append_events(folder: Path, project: str, thread: str, now: datetime,
+                  derive: Any) -> list[str]:
+    """Append the events ``derive(cursor)`` returns, with the advanced cursor, exactly once.
+
+    Args:
+        folder: The logs folder.
+        project: The project name (in the file names).
+        thread: The thread id (each thread has its own cursor).
+        now: The clock's time: the day file written to, and when old files are archived.
+        derive: ``cursor -> (events, new cursor)``.
+
+    Returns:
+        The lines written.
+    """
+    with _index(folder) as db:
+        _recover(db, folder)
+        row = db.execute("SELECT cursor, maintained FROM cursors WHERE thread = ?", (thread,)).fetchone()
+        cursor: Cursor = json.loads(row[0]) if row else new_cursor()
+        events, advanced = derive(cursor)
+        lines = [format_line(event) for event in events]
+        if lines:
+            path = rotation.day_file(folder, project, now.date())
+            size = _append(path, lines)
+            db.execute("INSERT OR REPLACE INTO files VALUES (?, ?)", (path.name, size))
+        today = now.date().isoformat()
+        if row is None or row[1] != today:
+            rotation.maintain(folder, project, now.date())
+            existing = {p.name for p in rotation.day_files(folder)}
+            db.executemany("DELETE FROM files WHERE name = ?", [(n,) for n, in db.execute("SELECT name FROM files")
+                                                                   if n not in existing])
+        db.execute("INSERT OR REPLACE INTO cursors VALUES (?, ?, ?)", (thread, json.dumps(advanced), today))
+    return lines
+
+
+def write_committed(runtime: Any, state: Mapping[str, Any], config: RunnableConfig | None = None) -> list[str]:
+    """Log what committed ``state`` adds to the thread's collaboration log.
+
+    Call it where the state read is committed: at the top of the router pass
+    (the line the router needs: ``write_committed(runtime, state)``), or after
+    a run with ``flush_log``. Calling it twice on one state writes nothing the
+    second time.
+
+    Args:
+        runtime: The team runtime (home folder, policy, clock).
+        state: Committed state values of the thread.
+        config: The run's config; the current LangGraph config when None.
+
+    Returns:
+        The lines written (empty when ``Policy.log`` is off, or the run names no
+        thread and no project).
+    """
+    if not runtime.policy.log:
+        return []
+    config = config if config is not None else get_config()
+    configurable = config.get("configurable") or {}
+    if not (configurable.get("thread_id") or configurable.get(PROJECT_NAME_KEY)):
+        return []  # NOTE: a run without a thread (no checkpointer, no config) has no project folder
+    thread = str(configurable.get("thread_id") or configurable[PROJECT_NAME_KEY])
+    now = runtime.clock.now()
+    stamp = now.strftime(TIME_FORMAT)
+    def derive(cursor: Cursor) -> tuple[list[LogEvent], Cursor]:
+        return derive_events(state, cursor, now=stamp, policy=runtime.policy)
+
+    return append_events(logs_dir(runtime.home, config), project_name(config), thread, now, derive)
+
+
+def flush_log(team: Any, config: RunnableConfig) -> list[str]:
+    """Write the lines of the thread's latest committed state (after a run ends or pauses).
+
+    The router logs at the start of each pass, so the changes of the run's last
+    pass reach the log at the next pass, or here.
+
+    Args:
+        team: The ``Team``.
+        config: The thread's config.
+
+    Returns:
+        The lines written.
+    """
+    return write_committed(team.runtime, team.state(config), config)
+
+
+def read_log(team: Any, config: RunnableConfig) -> list[LogEvent]:
+    """Every event in the thread's project log files (day files, oldest first)."""
+    folder = logs_dir(team.home, config)
+    files = sorted(rotation.day_files(folder).items(), key=lambda item: item[1]) if folder.exists() else []
+    return [parse_line(line) for path, _ in files for line in path.read_text(encoding="utf-8").splitlines()]

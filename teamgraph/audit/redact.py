@@ -1,0 +1,66 @@
+"""Redaction: secrets never reach a log line, a stats report or an export.
+
+Two passes: values of keys named like a secret (``password``, ``api_key``,
+``token``...) are masked in structured arguments, and free text is scanned for
+well-known secret shapes (``sk-...`` keys, ``Bearer`` tokens, ``key=value``
+pairs, AWS keys, private-key blocks).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+MASK = "***"
+
+SECRET_KEY = re.compile(
+    r"(pass(word|wd)|pwd|secret|api[_-]?key|access[_-]?key|private[_-]?key|credential|token$|^auth$)", re.IGNORECASE
+)
+"""A key whose value is a secret, whatever the value looks like."""
+
+# NOTE: order matters: a private-key block spans lines and must go before the
+# one-token patterns cut it into pieces.
+_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)", re.DOTALL), MASK),
+    (re.compile(r"\bBearer\s+[A-Za-z0-9._~+/=-]+", re.IGNORECASE), f"Bearer {MASK}"),
+    (re.compile(r"\bsk-[A-Za-z0-9_-]{6,}"), f"sk-{MASK}"),
+    (re.compile(r"\b(AKIA|ASIA)[0-9A-Z]{16}\b"), MASK),
+    (re.compile(r"\b(gh[pousr]_[A-Za-z0-9]{20,}|xox[abpr]-[A-Za-z0-9-]{10,})\b"), MASK),
+    (
+        re.compile(
+            r"""(?P<key>["']?[\w.-]*(pass(word|wd)?|pwd|secret|token|api[_-]?key|access[_-]?key|credential)"""
+            r"""([_-]?(key|value|id))?["']?\s*[:=]\s*)(?P<value>"[^"]*"|'[^']*'|[^\s,;&})\]<>]+)""",
+            re.IGNORECASE,
+        ),
+        rf"\g<key>{MASK}",
+    ),
+)
+
+
+def redact(text: str) -> str:
+    """``text`` with every secret it contains masked.
+
+    Args:
+        text: Any text (a message, a tool argument, an error).
+
+    Returns:
+        The text, secrets replaced by ``***``.
+    """
+    for pattern, replacement in _PATTERNS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def redact_value(value: Any) -> Any:
+    """A copy of a structured value (tool arguments) with secrets masked.
+
+    Values of keys named like a secret are masked whole; strings anywhere are
+    scanned with ``redact``.
+    """
+    if isinstance(value, dict):
+        return {k: MASK if SECRET_KEY.search(str(k)) else redact_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact_value(v) for v in value]
+    if isinstance(value, str):
+        return redact(value)
+    return value

@@ -7,6 +7,7 @@ from conftest import FakeClock
 from langchain_core.tools import tool
 from scripting import act, after_seconds, call, chunks, quiet
 
+from teamgraph.messaging.results import outcome_of
 from teamgraph import Policy, ScriptedChatModel, Team
 from teamgraph.audit import flush_log, parse_line
 from teamgraph.audit.exceptions import RETRIES_KEY, is_transient
@@ -199,7 +200,7 @@ def test_two_timed_out_sends_in_a_row_notify_the_leader(clocked_team, fake_clock
         }
     )
     run.send("Go")
-    assert [str(m.content).split(":")[0] for m in run.tool_results(LIAISON, "sessions_send")] == ["Timed out"] * 2
+    assert [outcome_of(m) for m in run.tool_results(LIAISON, "sessions_send")] == ["timed_out"] * 2
     told = _notices(run, LEADER, "calls timed out in a row")
     assert len(told) == 1 and told[0].startswith(f"Message from {LIAISON}")
     assert _codes(run) == ["SEND_TIMEOUTS"]

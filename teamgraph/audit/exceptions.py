@@ -23,8 +23,9 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
 
-from teamgraph.messaging import effects
+from teamgraph.messaging import effects, results
 from teamgraph.messaging.envelopes import LEADER, clip, notice
+from teamgraph.messaging.results import outcome_of
 from teamgraph.policy import Policy
 
 FILE_TOOLS = frozenset({"read_file", "write_file", "list_files"})
@@ -113,7 +114,7 @@ def _failed(result: ToolMessage) -> bool:
 
 
 def _timed_out(result: ToolMessage) -> bool:
-    return str(result.content).startswith(TIMED_OUT)
+    return outcome_of(result) == results.TIMED_OUT or str(result.content).startswith(TIMED_OUT)
 
 
 def _named(block: Block, tools: frozenset[str]) -> list[ToolMessage]:

@@ -24,6 +24,8 @@ from teamgraph.audit.exceptions import (
 from teamgraph.audit.records import Kind, Level, LogEvent, log_time, one_line
 from teamgraph.audit.redact import redact_value
 from teamgraph.messaging.envelopes import LEADER
+from teamgraph.messaging.results import TIMED_OUT as TIMED_OUT_OUTCOME
+from teamgraph.messaging.results import outcome_of
 from teamgraph.policy import Policy
 from teamgraph.protocols.requests import (
     APPROVAL,
@@ -123,7 +125,7 @@ def tool_event(agent: str, call: Mapping[str, Any], result: ToolMessage | None, 
     retries = (result.additional_kwargs.get(RETRIES_KEY) if result is not None else None) or []
     if result is None or result.status == "error" or text.startswith("Error"):
         return _with(base, result="failed", level="ERROR", code="TOOL_ERROR", error=text.removeprefix("Error: "))
-    if text.startswith(TIMED_OUT):
+    if outcome_of(result) == TIMED_OUT_OUTCOME or text.startswith(TIMED_OUT):
         return _with(base, result="failed", level="ERROR", code="TIMEOUT", error=text)
     if text.startswith("Cancelled"):
         return _with(base, result="partial", level="WARN", code="CANCELLED", error=text)

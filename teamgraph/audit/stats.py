@@ -20,6 +20,7 @@ from teamgraph.audit.events import derive_events, new_cursor
 from teamgraph.audit.exceptions import TIMED_OUT
 from teamgraph.audit.records import one_line
 from teamgraph.audit.tokens import Price, TokenUsage, add_usage, agent_tokens
+from teamgraph.messaging.results import outcome_of
 from teamgraph.policy import Policy
 
 PATTERN_LIMIT = 80
@@ -69,7 +70,7 @@ class TeamStats(TypedDict):
 
 
 def _is_error(result: ToolMessage | None) -> bool:
-    return result is None or result.status == "error" or str(result.content).startswith(("Error", TIMED_OUT))
+    return result is None or result.status == "error" or (str(result.content).startswith(("Error", TIMED_OUT)) or outcome_of(result) is not None)
 
 
 def _tool_outcomes(history: list[AnyMessage]) -> list[tuple[int, str, ToolMessage | None]]:

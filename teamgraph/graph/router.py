@@ -24,7 +24,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 
 from teamgraph.audit.log import write_committed
-from teamgraph.messaging import envelopes
+from teamgraph.messaging import envelopes, results
 from teamgraph.messaging.envelopes import LEADER, clip
 from teamgraph.messaging.results import communication_failed, timed_out
 from teamgraph.protocols import requests as tracker
@@ -279,13 +279,21 @@ class RouterPass:
         record["unread"] = [*record.get("unread", []), *(m["id"] for m in inbox)]
         self.appends[name].extend(envelopes.as_messages([m["text"] for m in inbox]))
 
-    def answer_wait(self, name: str, call_id: str, content: str) -> None:
-        """Close an open tool call of ``name`` with ``content`` as its result."""
+    def answer_wait(self, name: str, call_id: str, content: str, *, outcome: str | None = None) -> None:
+        """Close an open tool call of ``name`` with ``content`` as its result.
+
+        Args:
+            name: Whose call.
+            call_id: The call.
+            content: Its result.
+            outcome: ``timed_out`` or ``cancelled`` when the call did not get its answer.
+        """
         record = self.agents.get(name)
         wait = record["waits"].pop(call_id, None) if record else None
         if wait is None:
             return
-        self.appends[name].append(ToolMessage(content=content, tool_call_id=call_id, name=wait["tool"]))
+        extra = {results.OUTCOME_KEY: outcome} if outcome else {}
+        self.appends[name].append(ToolMessage(content=content, tool_call_id=call_id, name=wait["tool"], additional_kwargs=extra))
         self.answered_calls.add(call_id)
         if not record["waits"] and record["status"] == WAITING:
             record["status"] = RUNNING
@@ -548,7 +556,7 @@ class RouterPass:
         waiter = self.agents.get(record["from"])
         if waiter is None or record.get("call_id") not in waiter["waits"]:
             return
-        self.answer_wait(record["from"], record["call_id"], timed_out(target, rid, record.get("timeout") or 0))
+        self.answer_wait(record["from"], record["call_id"], timed_out(target, rid, record.get("timeout") or 0), outcome=results.TIMED_OUT)
 
     def expire_run(self, record: dict[str, Any]) -> None:
         """A background run passed runTimeoutSeconds: stop the child and tell the requester."""
@@ -777,7 +785,7 @@ class RouterPass:
             if tracker.is_pending(request):
                 self.save(tracker.close(request, status=tracker.CANCELLED, answer=content, closed_at=self.now))
                 self.tell_decider_cancelled(request, content)
-            self.answer_wait(name, call_id, content)
+            self.answer_wait(name, call_id, content, outcome=results.CANCELLED)
 
     def tell_decider_cancelled(self, request: dict[str, Any], why: str) -> None:
         """Whoever was to act on a request that was cancelled after it read it is told."""

@@ -5,6 +5,18 @@ Kept on the messaging floor so the router and the tools share one wording.
 
 from __future__ import annotations
 
+from langchain_core.messages import ToolMessage
+
+OUTCOME_KEY = "teamgraph_outcome"
+"""Where a result the router gives records how the call ended (``timed_out``, ``cancelled``)."""
+TIMED_OUT = "timed_out"
+CANCELLED = "cancelled"
+
+
+def outcome_of(result: ToolMessage | None) -> str | None:
+    """How the router ended a deferred call (``timed_out``, ``cancelled``), or None."""
+    return None if result is None else result.additional_kwargs.get(OUTCOME_KEY)
+
 
 def timed_out(target: str, request_id: str, seconds: float) -> str:
     """The result of a blocking sessions_send whose target did not reply in time.

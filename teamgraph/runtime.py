@@ -8,8 +8,9 @@ clock. Nodes, tools and the router receive it when the graph is built.
 
 from __future__ import annotations
 
+import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any, Protocol
 from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import BaseTool
 
+from teamgraph.governance.matrix import PermissionMatrix, check_role, load_matrix
 from teamgraph.models import resolve_model
 from teamgraph.policy import Policy
 from teamgraph.roles import Role, load_roles, write_role_file
@@ -26,6 +28,9 @@ ModelSpec = BaseChatModel | str | Callable[[Role], BaseChatModel] | None
 
 CUSTOM_ROLES_DIR = "roles"
 PROJECT_DIR = "project"
+PROJECT_NAME_KEY = "project_name"
+"""The config key (``configurable``) that names a thread's project folder."""
+_UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 class Clock(Protocol):
@@ -57,10 +62,20 @@ class TeamRuntime:
     _models: dict[str, BaseChatModel] = field(default_factory=dict, repr=False)
     tool_sets: dict[tuple[str, bool], list[BaseTool]] = field(default_factory=dict, repr=False)
     """Built tool sets by (set name, leader side): building a tool's schema is slow."""
+    permissions: PermissionMatrix | Mapping[str, Any] | str | Path | None = None
+    """``Team(permissions=...)``: overrides of the permission matrix (see governance/matrix.py)."""
+    project: str | None = None
+    """``Team(project=...)``: the project folder's name for every thread (default: the thread id)."""
+    matrix: PermissionMatrix = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.home = Path(self.home)
+        self.reload_matrix()
         self.reload_roles()
+
+    def reload_matrix(self) -> None:
+        """Load the permission matrix: defaults, ``permissions.yaml`` (roles_dir, home), ``permissions``."""
+        self.matrix = load_matrix(permissions=self.permissions, folders=(self.roles_dir, self.home))
 
     @property
     def custom_roles_dir(self) -> Path:
@@ -72,9 +87,22 @@ class TeamRuntime:
         """The folder the team's file tools work in."""
         return self.home / PROJECT_DIR
 
+    def project_folder(self, config: Mapping[str, Any] | None) -> Path:
+        """The thread's project folder ``<home>/project/<project_name>/`` (created on demand).
+
+        The name is the config's ``configurable.project_name``, else ``Team(project=...)``,
+        else the thread id.
+        """
+        configurable = (config or {}).get("configurable", {})
+        name = configurable.get(PROJECT_NAME_KEY) or self.project or configurable.get("thread_id") or "default"
+        safe = _UNSAFE_NAME.sub("_", str(name)).strip("._") or "default"
+        folder = self.project_dir / safe
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+
     def reload_roles(self) -> None:
         """Load built-in roles, then ``roles_dir``, then the roles the leader created."""
-        self.roles = load_roles(self.roles_dir, self.custom_roles_dir)
+        self.roles = load_roles(self.roles_dir, self.custom_roles_dir, check=lambda role: check_role(self.matrix, role))
 
     def add_role(self, role: Role) -> Path:
         """Write a new role file under the home folder and make the role usable at once."""

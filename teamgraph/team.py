@@ -12,6 +12,7 @@ from langchain_core.tools import BaseTool
 from langgraph.graph.state import CompiledStateGraph
 
 from teamgraph.checkpoints import DB_FILE, open_sqlite_saver
+from teamgraph.governance.matrix import PermissionMatrix
 from teamgraph.graph.build import build_team_graph
 from teamgraph.policy import Policy
 from teamgraph.runtime import Clock, ModelSpec, SystemClock, TeamRuntime
@@ -42,6 +43,8 @@ class Team:
         checkpointer: Any = None,
         clock: Clock | None = None,
         tools: Sequence[BaseTool] | Mapping[str, Sequence[BaseTool]] = (),
+        permissions: PermissionMatrix | Mapping[str, Any] | str | Path | None = None,
+        project: str | None = None,
     ) -> None:
         """Create a team.
 
@@ -57,6 +60,11 @@ class Team:
             clock: Where time is read (tests pass their own).
             tools: Your own tools: a list every member gets, or a mapping from
                 role id to tools (the key ``"*"`` meaning every member).
+            permissions: Overrides of the permission matrix: a mapping shaped like
+                ``permissions.yaml`` (only the entries to change), a YAML file path, or
+                a whole ``PermissionMatrix``.
+            project: The project folder's name for every thread (``<home>/project/<project>/``);
+                default: each thread's id (the config's ``project_name`` wins).
         """
         extra = dict(tools) if isinstance(tools, Mapping) else {"*": list(tools)}
         self.runtime = TeamRuntime(
@@ -66,6 +74,8 @@ class Team:
             roles_dir=Path(roles_dir) if roles_dir is not None else None,
             clock=clock or SystemClock(),
             extra_tools={role: list(ts) for role, ts in extra.items()},
+            permissions=permissions,
+            project=project,
         )
         unknown = sorted(set(extra) - {"*", *self.runtime.roles})
         if unknown:

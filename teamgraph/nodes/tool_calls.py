@@ -19,6 +19,7 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.types import Command
 from pydantic import ValidationError
 
+from teamgraph.governance.gate import rule_call
 from teamgraph.tools.context import View
 
 VIEW_ARG = "view"
@@ -93,6 +94,15 @@ def run_tool_calls(
             messages.append(_error(refused[name], call_id, name))
             continue
         args = dict(call["args"]) if isinstance(call["args"], dict) else {}
+        # NOTE: the permission matrix: refused, or deferred behind an approval (a sensitive call).
+        ruling = rule_call(tool, args, call_id, view, config)
+        if ruling.refusal or ruling.approval:
+            if ruling.approval:
+                step_effects.append(ruling.approval)
+                deferred.append(call_id)
+            else:
+                messages.append(_error(ruling.refusal or "", call_id, name))
+            continue
         if VIEW_ARG in (getattr(tool.args_schema, "model_fields", None) or {}):
             args[VIEW_ARG] = view.with_effects(step_effects)
         try:

@@ -1,9 +1,14 @@
-"""Safe work tools: read, write and list files inside the team's project folder."""
+"""Safe work tools: read, write and list files inside the thread's project folder.
+
+Each thread works in ``<home>/project/<project_name>/`` (default project name: the
+thread id), so two threads never overwrite each other's files.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, tool
 
 from teamgraph.runtime import TeamRuntime
@@ -17,43 +22,42 @@ def resolve_inside(root: Path, path: str) -> Path:
 
     Args:
         root: The folder the tools may touch.
-        path: A path relative to ``root`` (``project/`` prefixes are tolerated).
+        path: A path relative to ``root``, or an absolute path inside it (seed 000 asks
+            for absolute paths).
 
     Returns:
         The absolute, resolved path.
     """
-    relative = Path(path)
-    if relative.is_absolute():
-        raise fail(f"'{path}' is an absolute path. Use a path relative to the project folder, e.g. 'web/login.html'.")
-    # NOTE: resolve() follows symlinks, so a link that points outside is refused too.
-    target = (root / relative).resolve()
-    if target != root.resolve() and root.resolve() not in target.parents:
-        raise fail(f"'{path}' is outside the project folder. Use a path inside it, e.g. 'notes/plan.md'.")
+    # NOTE: resolve() follows symlinks, so a link that points outside is refused too;
+    # an absolute path simply replaces root in the join.
+    top = root.resolve()
+    target = (root / Path(path)).resolve()
+    if target != top and top not in target.parents:
+        raise fail(
+            f"'{path}' is outside the project folder. Use a path relative to it, e.g. 'notes/plan.md', "
+            f"or an absolute path inside {top}."
+        )
     return target
 
 
 def make_file_tools(runtime: TeamRuntime) -> list[BaseTool]:
-    """Build ``read_file``, ``write_file`` and ``list_files`` over the project folder.
+    """Build ``read_file``, ``write_file`` and ``list_files`` over the thread's project folder.
 
     Args:
-        runtime: The team runtime; its ``project_dir`` is the only folder they touch.
+        runtime: The team runtime; ``project_folder(config)`` is the only folder they touch.
 
     Returns:
         The three tools.
     """
 
-    def root() -> Path:
-        runtime.project_dir.mkdir(parents=True, exist_ok=True)
-        return runtime.project_dir
-
     @tool
-    def read_file(path: str) -> str:
+    def read_file(path: str, config: RunnableConfig) -> str:
         """Read a text file from the project folder.
 
         Args:
-            path: Path relative to the project folder.
+            path: Path relative to the project folder (or absolute, inside it).
         """
-        target = resolve_inside(root(), path)
+        target = resolve_inside(runtime.project_folder(config), path)
         if not target.is_file():
             raise fail(f"No file '{path}' in the project folder. Use list_files to see what exists.")
         text = target.read_text(encoding="utf-8", errors="replace")
@@ -62,31 +66,32 @@ def make_file_tools(runtime: TeamRuntime) -> list[BaseTool]:
         return text
 
     @tool
-    def write_file(path: str, content: str) -> str:
+    def write_file(path: str, content: str, config: RunnableConfig) -> str:
         """Write a text file in the project folder (folders are created; a file is replaced).
 
         Args:
-            path: Path relative to the project folder.
+            path: Path relative to the project folder (or absolute, inside it).
             content: The whole new content.
         """
-        target = resolve_inside(root(), path)
+        root = runtime.project_folder(config)
+        target = resolve_inside(root, path)
         if target.is_dir():
             raise fail(f"'{path}' is a folder. Give a file path.")
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(content, encoding="utf-8")
-        return f"Wrote {len(content)} characters to {target.relative_to(root().resolve())}."
+        return f"Wrote {len(content)} characters to {target.relative_to(root.resolve())}."
 
     @tool
-    def list_files(path: str = ".") -> str:
+    def list_files(config: RunnableConfig, path: str = ".") -> str:
         """List files and folders under a folder of the project (recursively, up to 200).
 
         Args:
             path: Folder relative to the project folder; "." is the project folder itself.
         """
-        base = resolve_inside(root(), path)
+        top = runtime.project_folder(config).resolve()
+        base = resolve_inside(top, path)
         if not base.is_dir():
             raise fail(f"No folder '{path}' in the project folder.")
-        top = root().resolve()
         entries = sorted(
             str(p.relative_to(top)) + ("/" if p.is_dir() else "") for p in base.rglob("*")
         )

@@ -1,0 +1,90 @@
+"""The run-time gate: every governed tool call is checked against the matrix before it runs.
+
+Each teamgraph tool carries its team's gate in ``tool.metadata[GATE_KEY]`` (set when
+the tool sets are built), so ``run_tool_calls`` needs no more than ``rule_call``:
+a call is refused (not permitted), deferred behind an ``approval`` request (a
+sensitive operation), or let through.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool
+from pydantic import ValidationError
+
+from teamgraph.governance.matrix import refusal
+from teamgraph.governance.operations import CallContext, GovernedCall, Operation, sensitive_operation
+from teamgraph.messaging import effects
+from teamgraph.protocols.requests import APPROVAL
+from teamgraph.runtime import TeamRuntime
+
+GATE_KEY = "teamgraph_gate"
+
+
+@dataclass(frozen=True)
+class Ruling:
+    """The gate's answer for one call: refuse it, defer it behind ``approval``, or neither."""
+
+    refusal: str | None = None
+    approval: dict[str, Any] | None = None
+
+
+ALLOW = Ruling()
+
+
+def call_context(runtime: TeamRuntime, view: Any, config: Mapping[str, Any] | None) -> CallContext:
+    """Who calls and in which project folder (what an executor may rely on later)."""
+    me = view["self"]
+    record = view["agents"].get(me) or {}
+    return CallContext(caller=me, role=record.get("role", ""), project_dir=str(runtime.project_folder(config)))
+
+
+@dataclass(frozen=True)
+class Gate:
+    """The permission matrix and sensitive operations of one team, applied to tool calls."""
+
+    runtime: TeamRuntime
+
+    def rule(self, tool: BaseTool, args: dict[str, Any], call_id: str, view: Any, config: RunnableConfig) -> Ruling:
+        """Check one call of ``tool`` by the view's caller."""
+        me = view["self"]
+        record = view["agents"].get(me)
+        role = self.runtime.roles.get(record["role"]) if record else None
+        if role is None:
+            return ALLOW
+        matrix = self.runtime.matrix
+        refused = refusal(matrix, role, me, tool.name)
+        if refused:
+            return Ruling(refusal=refused)
+        operation = sensitive_operation(self.runtime, tool.name, args)
+        if operation is None or (role.level == "L1" and matrix.sensitive[operation].master_alone):
+            return ALLOW
+        try:
+            checked = tool.tool_call_schema.model_validate(args)
+        except ValidationError:
+            return ALLOW  # NOTE: the tool's own validation answers with the usual error
+        clean = checked.model_dump(mode="json", exclude_none=True)
+        details = Operation(
+            operation=operation,
+            call=GovernedCall(tool=tool.name, args=clean, context=call_context(self.runtime, view, config)),
+        )
+        shown = ", ".join(f"{k}={v!r}" for k, v in clean.items())
+        return Ruling(
+            approval=effects.open_request(
+                request_kind=APPROVAL,
+                body=f"{operation}: {tool.name}({shown})",
+                call_id=call_id,
+                tool=tool.name,
+                details=dict(details),
+            )
+        )
+
+
+def rule_call(tool: BaseTool, args: dict[str, Any], call_id: str, view: Any, config: RunnableConfig) -> Ruling:
+    """The gate's ruling on a call, or ALLOW for a tool that carries no gate (the user's own)."""
+    gate = (tool.metadata or {}).get(GATE_KEY)
+    return gate.rule(tool, args, call_id, view, config) if gate else ALLOW

@@ -51,47 +51,45 @@ SET_TOOLS: dict[str, tuple[str, ...]] = {
 
 DEFAULT_MATRIX: dict[str, Any] = {
     "tool_sets": {
-        "leader": "L1", "member": "L4", "files": "L4", "protocols": "L4", "collaboration": "L4",
-        "sessions": "L4", "skills": "L4", "skill_admin": "L3", "tasks": "L4", "admin": "L2", "commands": "L3",
+        "leader": "L1", "member": "L4", "files": "L4", "protocols": "L4", "collaboration": "L4", "sessions": "L4",
+        "skills": "L4", "skill_admin": "L1", "tasks": "L4", "admin": "L2", "commands": "L3",
     },
     "tools": {
         "assign_agent_work": "L1",
-        "create_skill": "L3", "set_skill": "L3", "delete_skill": "L3", "endow_skills": "L3",
-        "create_task": "L3", "set_task_status": "L3", "set_task_priority": "L3",
-        "set_agent_config": "L2", "delete_agent": "L2", "set_permissions": "L1",
+        "create_task": "L2", "set_task_status": "L2", "set_task_priority": "L2",
+        "get_agent_config": "L2", "set_agent_config": "L1", "delete_agent": "L1", "set_permissions": "L1",
     },
     "roles": {
         "team-leader": {
-            "grant": [], "deny": ["run_command"], "resources": ["all project files"],
+            "deny": ["run_command"], "resources": ["all project files"],
             "constraint": "does not execute technical tasks itself",
         },
         "project-manager": {
-            "grant": ["get_agent_*", "set_task_*", "create_task", "list_tasks", "call_agent"],
-            "deny": ["set_agent_config", "delete_agent", "set_permissions"],
+            "grant": ["get_agent_*", "set_task_*", "call_agent"],
+            "deny": ["set_agent_config", "delete_agent", "set_permissions", "run_command"],
             "resources": ["project documents", "the task list"],
             "constraint": "does not change system configuration",
         },
         "task-manager": {
-            "grant": ["tasks", "set_task_status", "assign_agent_work"],
+            "grant": ["tasks", "assign_agent_work"],
             "deny": ["create_skill", "set_skill", "delete_skill", "endow_skills"],
             "resources": ["the task board"], "constraint": "does not change skill configuration",
         },
         "skill-teacher": {
-            "grant": ["skill_admin", "create_skill", "set_skill", "endow_skills"],
-            "deny": ["set_agent_config", "delete_agent", "set_permissions"],
+            "grant": ["skill_admin"], "deny": ["set_agent_config", "delete_agent", "set_permissions"],
             "resources": ["skill files", "prompt files"], "constraint": "does not change core configuration",
         },
         "tool-maker": {
-            "grant": ["commands", "run_command"], "deny": ["set_agent_config", "delete_agent"],
+            "deny": ["set_agent_config", "delete_agent"],
             "resources": ["the tool code base"], "constraint": "does not change agent configuration",
         },
         "hr-manager": {
-            "grant": ["admin", "get_agent_*", "set_agent_*"],
-            "deny": ["create_skill", "set_skill", "delete_skill"],
+            "grant": ["admin"],
+            "deny": ["create_skill", "set_skill", "delete_skill", "set_permissions", "run_command"],
             "resources": ["agent configuration"], "constraint": "does not change skill content",
         },
-        "full-stack-engineer": {"grant": ["commands", "run_command"]},
-        "code-reviewer": {"grant": ["commands", "run_command"]},
+        "full-stack-engineer": {"grant": ["commands"]},
+        "code-reviewer": {"grant": ["commands"]},
     },
     "sensitive": {
         "delete_skill": {"tools": ["delete_skill"]},
@@ -176,7 +174,8 @@ def set_of(tool: str) -> str | None:
 
 
 def _matches(patterns: tuple[str, ...], name: str) -> bool:
-    return any(fnmatch.fnmatchcase(name, p) for p in patterns)
+    """Whether a tool name matches a pattern, or is in a tool set that the patterns name."""
+    return any(fnmatch.fnmatchcase(name, p) or name in SET_TOOLS.get(p, ()) for p in patterns)
 
 
 def tool_level(matrix: PermissionMatrix, tool: str) -> str:

@@ -58,7 +58,12 @@ def _core_config(runtime: TeamRuntime, tool: str, args: Mapping[str, Any]) -> bo
 
 
 def _command_not_allowed(runtime: TeamRuntime, tool: str, args: Mapping[str, Any]) -> bool:
-    return not commands.is_allowed(runtime.policy.commands, str(args.get("command", "")))
+    command = str(args.get("command", ""))
+    try:
+        commands.split(command)
+    except commands.CommandError:
+        return False  # NOTE: nothing would run; the tool answers with the error, no approval needed
+    return not commands.is_allowed(runtime.policy.commands, command)
 
 
 CONDITIONS: dict[str, Condition] = {

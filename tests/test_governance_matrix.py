@@ -72,7 +72,8 @@ def view_of(role_id: str, name: str = "Agent_1") -> View:
 
 def test_the_static_set_table_matches_the_built_tools(team):
     for name in TOOL_SET_FACTORIES:
-        built = {t.name for side in ("team-leader", "researcher") for t in tool_set(team.runtime, name, team.roles[side])}
+        sides = (team.roles["team-leader"], team.roles["researcher"])
+        built = {t.name for side in sides for t in tool_set(team.runtime, name, side)}
         assert built == set(SET_TOOLS[name]), name
 
 
@@ -130,7 +131,8 @@ def test_permissions_yaml_in_the_home_and_team_permissions_override_the_defaults
     tools = all_tools(team)
     assert rule_call(tools["run_command"], {}, "c", view_of("researcher"), {}).refusal is None
     # Team(permissions=...) wins over the file; a deny beats a level.
-    team = Team(model=ScriptedChatModel({}), home=home, permissions={"roles": {"hr-manager": {"deny": ["list_agents"]}}})
+    denied = {"roles": {"hr-manager": {"deny": ["list_agents"]}}}
+    team = Team(model=ScriptedChatModel({}), home=home, permissions=denied)
     text = rule_call(all_tools(team)["list_agents"], {}, "c", view_of("hr-manager"), {}).refusal
     assert text and "the matrix denies it to hr-manager" in text
     assert rule_call(all_tools(team)["run_command"], {}, "c", view_of("researcher"), {}).refusal is None
@@ -171,7 +173,8 @@ def test_the_allow_list_matches_whole_arguments_so_no_second_command_slips_throu
 
 def test_a_command_runs_in_its_folder_with_a_time_out_and_clipped_output(tmp_path):
     exe = sys.executable
-    assert commands.run_command(f"{exe} -c 'import os; print(os.getcwd())'", cwd=tmp_path) == f"exit code: 0\n{tmp_path}"
+    here = commands.run_command(f"{exe} -c 'import os; print(os.getcwd())'", cwd=tmp_path)
+    assert here == f"exit code: 0\n{tmp_path}"
     failed = commands.run_command(f"{exe} -c 'import sys; sys.exit(3)'", cwd=tmp_path)
     assert failed == "exit code: 3"
     # A pipe is just an argument: echo prints it, no second program runs.

@@ -14,11 +14,11 @@ import textwrap
 
 import pytest
 from langchain_core.messages import SystemMessage
+from scripting import act, call, errors_of, on_message, quiet
 
 from teamgraph import Policy
 from teamgraph.governance import skills
 from teamgraph.roles import Role, write_role_file
-from scripting import act, call, errors_of, on_message, quiet
 
 LEADER = "Team Leader"
 EXE = sys.executable
@@ -102,11 +102,13 @@ def _prepare(home, operation: str):
     if operation == "delete_skill":
         skills.write_skill(home, skill("old-skill"))
         path = home / "skills" / "old-skill" / "SKILL.md"
-        return "skill-teacher", call("delete_skill", name="old-skill"), lambda: path.is_file(), lambda: not path.is_file()
+        gone = call("delete_skill", name="old-skill")
+        return "skill-teacher", gone, lambda: path.is_file(), lambda: not path.is_file()
     if operation == "create_high_risk_skill":
         path = home / "skills" / "wipe-disk" / "SKILL.md"
         made = call("create_skill", name="wipe-disk", description="Wipes a disk.", body="dd ...", risk="high")
-        return "skill-teacher", made, lambda: not path.is_file(), lambda: skills.read_skill(home, "wipe-disk")["risk"] == "high"
+        high = lambda: skills.read_skill(home, "wipe-disk")["risk"] == "high"  # noqa: E731
+        return "skill-teacher", made, lambda: not path.is_file(), high
     if operation == "delete_agent":
         path = write_role_file(home / "roles", Role(id="analyst", name="Analyst", prompt="x"))
         return "hr-manager", call("delete_agent", role_id="analyst"), lambda: path.is_file(), lambda: not path.is_file()
@@ -237,7 +239,9 @@ def test_an_approval_given_from_a_new_process_performs_the_operation(hitl_team, 
 def test_skills_are_endowed_shown_in_the_prompt_and_read_on_demand(run_team, team_home):
     anthropic = team_home / "skills" / "pdf" / "SKILL.md"
     anthropic.parent.mkdir(parents=True)
-    anthropic.write_text("---\nname: pdf\ndescription: Fill PDF forms.\nlicense: MIT\nallowed-tools: [Read]\n---\n# PDF\nUse pypdf.\n")
+    anthropic.write_text(
+        "---\nname: pdf\ndescription: Fill PDF forms.\nlicense: MIT\nallowed-tools: [Read]\n---\n# PDF\nUse pypdf.\n"
+    )
     prompts: list[str] = []
 
     def read(messages):
@@ -263,7 +267,10 @@ def test_skills_are_endowed_shown_in_the_prompt_and_read_on_demand(run_team, tea
     section = prompts[0][prompts[0].index("# Your skills"):]
     assert section.splitlines()[2:] == ["- release-notes: Write release notes from a diff.", "- pdf: Fill PDF forms."]
     body, listing = run.tool_texts("Researcher_1")
-    assert body == "# Skill: release-notes (risk: normal)\nWrite release notes from a diff.\n\n1. Read the diff.\n2. Group changes."
+    assert body == (
+        "# Skill: release-notes (risk: normal)\nWrite release notes from a diff.\n\n"
+        "1. Read the diff.\n2. Group changes."
+    )
     assert [s["name"] for s in json.loads(listing)] == ["pdf", "release-notes"]
     assert skills.read_skill(team_home, "pdf")["meta"] == {"license": "MIT", "allowed-tools": ["Read"]}
 

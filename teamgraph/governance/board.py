@@ -82,14 +82,26 @@ def update_task(
     """The board with one task's status, priority or note changed (dependants unblocked when done)."""
     check(status=status, priority=priority)
     find(board, task_id)
-    changes = {k: v for k, v in (("status", status), ("priority", priority), ("note", note)) if v is not None}
-    out = [Task(**{**t, **changes, "updated_by": by}) if t["id"] == task_id else Task(**t) for t in board]
+    out: list[Task] = []
+    for t in board:
+        task = Task(**t)
+        if t["id"] == task_id:
+            task["updated_by"] = by
+            if status is not None:
+                task["status"] = status
+            if priority is not None:
+                task["priority"] = priority
+            if note is not None:
+                task["note"] = note
+        out.append(task)
     return unblock(out) if status == "done" else out
 
 
 def unblock(board: Sequence[Task]) -> list[Task]:
     """Blocked tasks whose dependencies are all done go back to ``todo``."""
-    return [Task(**{**t, "status": "todo"}) if t["status"] == "blocked" and not _waiting(board, t) else t for t in board]
+    return [
+        Task(**{**t, "status": "todo"}) if t["status"] == "blocked" and not _waiting(board, t) else t for t in board
+    ]
 
 
 def _waiting(board: Sequence[Task], task: Task) -> bool:
@@ -130,7 +142,9 @@ def work_event(board: Sequence[Task], *, agent: str, role_id: str, event: WorkEv
 
 def render(board: Sequence[Task]) -> list[str]:
     """One line per task, highest priority first: for prompts, tools and the CLI."""
-    order = sorted(board, key=lambda t: (t["status"] not in OPEN_STATUSES, -PRIORITIES.index(t.get("priority", "normal"))))
+    order = sorted(
+        board, key=lambda t: (t["status"] not in OPEN_STATUSES, -PRIORITIES.index(t.get("priority", "normal")))
+    )
     lines = []
     for t in order:
         who = t.get("assignee") or t.get("role_id") or "unassigned"

@@ -45,7 +45,8 @@ def clip_output(text: str, limit: int = MAX_OUTPUT_CHARS) -> str:
     if len(text) <= limit:
         return text
     half = limit // 2
-    return f"{text[:half]}\n[... output truncated: {len(text) - limit} of {len(text)} characters cut ...]\n{text[-half:]}"
+    note = f"[... output truncated: {len(text) - limit} of {len(text)} characters cut ...]"
+    return f"{text[:half]}\n{note}\n{text[-half:]}"
 
 
 def run_command(command: str, *, cwd: Path, timeout: float = DEFAULT_TIMEOUT) -> str:

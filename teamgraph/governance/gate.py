@@ -14,7 +14,7 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from teamgraph.governance.matrix import refusal
 from teamgraph.governance.operations import CallContext, GovernedCall, Operation, sensitive_operation
@@ -63,11 +63,13 @@ class Gate:
         operation = sensitive_operation(self.runtime, tool.name, args)
         if operation is None or (role.level == "L1" and matrix.sensitive[operation].master_alone):
             return ALLOW
+        schema = tool.tool_call_schema
+        if not isinstance(schema, type) or not issubclass(schema, BaseModel):
+            return ALLOW  # NOTE: teamgraph tools have pydantic schemas; anything else is not governed
         try:
-            checked = tool.tool_call_schema.model_validate(args)
+            clean = schema.model_validate(args).model_dump(mode="json", exclude_none=True)
         except ValidationError:
             return ALLOW  # NOTE: the tool's own validation answers with the usual error
-        clean = checked.model_dump(mode="json", exclude_none=True)
         details = Operation(
             operation=operation,
             call=GovernedCall(tool=tool.name, args=clean, context=call_context(self.runtime, view, config)),

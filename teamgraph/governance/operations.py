@@ -122,7 +122,8 @@ def _set_permissions(runtime: TeamRuntime, args: dict[str, Any], ctx: CallContex
     runtime.home.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(merged, sort_keys=False, allow_unicode=True), encoding="utf-8")
     runtime.reload_matrix()
-    return f"Permissions updated ({path}); {len(checked.roles)} role rules, {len(checked.sensitive)} sensitive operations."
+    counts = f"{len(checked.roles)} role rules, {len(checked.sensitive)} sensitive operations"
+    return f"Permissions updated ({path}); {counts}."
 
 
 EXECUTORS: dict[str, Executor] = {

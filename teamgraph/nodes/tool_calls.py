@@ -96,12 +96,10 @@ def run_tool_calls(
         args = dict(call["args"]) if isinstance(call["args"], dict) else {}
         # NOTE: the permission matrix: refused, or deferred behind an approval (a sensitive call).
         ruling = rule_call(tool, args, call_id, view, config)
-        if ruling.refusal or ruling.approval:
-            if ruling.approval:
-                step_effects.append(ruling.approval)
-                deferred.append(call_id)
-            else:
-                messages.append(_error(ruling.refusal or "", call_id, name))
+        if ruling.approval or ruling.refusal:
+            step_effects.extend([ruling.approval] if ruling.approval else [])
+            deferred.extend([call_id] if ruling.approval else [])
+            messages.extend([_error(ruling.refusal, call_id, name)] if ruling.refusal else [])
             continue
         if VIEW_ARG in (getattr(tool.args_schema, "model_fields", None) or {}):
             args[VIEW_ARG] = view.with_effects(step_effects)

@@ -29,6 +29,20 @@ def governed(runtime: TeamRuntime, tool_name: str, args: dict, view: View, confi
     return result
 
 
+def endowment(runtime: TeamRuntime, view: View, target: str, names: list[str]) -> list[skills.SkillSummary]:
+    """The summaries of skills ``names`` for ``target`` (an agent or a role), or an error saying what is wrong."""
+    if target not in view["agents"] and target not in runtime.roles:
+        agents, roles = ", ".join(view["agents"]), ", ".join(runtime.roles)
+        raise fail(f"No agent or role '{target}'. Agents: {agents}; roles: {roles}.")
+    try:
+        given = [skills.summary(skills.read_skill(runtime.home, n)) for n in names]
+    except skills.SkillError as exc:
+        raise fail(str(exc)) from None
+    if not given:
+        raise fail("Name at least one skill (list_skills shows them).")
+    return given
+
+
 def make_skill_tools(runtime: TeamRuntime) -> list[BaseTool]:
     """Build the skill tools over ``<home>/skills``.
 
@@ -43,7 +57,10 @@ def make_skill_tools(runtime: TeamRuntime) -> list[BaseTool]:
     @tool
     def list_skills() -> str:
         """List the team's skills: name, description and risk."""
-        rows = [{"name": s["name"], "description": s["description"], "risk": s["risk"]} for s in skills.list_skills(runtime.home)]
+        rows = [
+            {"name": s["name"], "description": s["description"], "risk": s["risk"]}
+            for s in skills.list_skills(runtime.home)
+        ]
         return json.dumps(rows, ensure_ascii=False) if rows else "No skills yet."
 
     @tool
@@ -121,21 +138,12 @@ def make_skill_tools(runtime: TeamRuntime) -> list[BaseTool]:
             agent_or_role: A display name such as "Researcher_1", or a role id such as "researcher".
             skill_names: The skills' names.
         """
-        if agent_or_role not in view["agents"] and agent_or_role not in runtime.roles:
-            raise fail(
-                f"No agent or role '{agent_or_role}'. Agents: {', '.join(view['agents'])}; "
-                f"roles: {', '.join(runtime.roles)}."
-            )
-        try:
-            given = [skills.summary(skills.read_skill(runtime.home, n)) for n in skill_names]
-        except skills.SkillError as exc:
-            raise fail(str(exc)) from None
-        if not given:
-            raise fail("Name at least one skill (list_skills shows them).")
+        found = endowment(runtime, view, agent_or_role, skill_names)
+        given = [{"name": s["name"], "description": s["description"]} for s in found]
         return reply(
             f"{agent_or_role} now has: {', '.join(s['name'] for s in given)}.",
             tool_call_id,
-            effects.endow(target=agent_or_role, skills=[dict(s) for s in given]),
+            effects.endow(target=agent_or_role, skills=given),
         )
 
     return [list_skills, read_skill, create_skill, set_skill, delete_skill, endow_skills]

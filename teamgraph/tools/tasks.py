@@ -84,7 +84,8 @@ def make_task_tools(runtime: TeamRuntime) -> list[BaseTool]:
             board.find(current_board(view), task_id)
         except board.BoardError as exc:
             raise fail(str(exc)) from None
-        return reply(f"{task_id} is {status}.", tool_call_id, effects.task_update(task_id=task_id, status=status, note=note))
+        change = effects.task_update(task_id=task_id, status=status, note=note)
+        return reply(f"{task_id} is {status}.", tool_call_id, change)
 
     @tool
     def set_task_priority(
@@ -103,7 +104,8 @@ def make_task_tools(runtime: TeamRuntime) -> list[BaseTool]:
             board.find(current_board(view), task_id)
         except board.BoardError as exc:
             raise fail(str(exc)) from None
-        return reply(f"{task_id} priority is {priority}.", tool_call_id, effects.task_update(task_id=task_id, priority=priority))
+        change = effects.task_update(task_id=task_id, priority=priority)
+        return reply(f"{task_id} priority is {priority}.", tool_call_id, change)
 
     @tool
     def list_tasks(view: Annotated[View, InjectedState("view")]) -> str:

@@ -31,6 +31,7 @@ from teamgraph.cli.errors import (
 from teamgraph.cli.output import answer_text, clip, console, recipient, status_text
 from teamgraph.cli.summary import print_hints, print_summary
 from teamgraph.cli.threads import resume_command, thread_config
+from teamgraph.governance.board import render
 from teamgraph.team import DEFAULT_HOME
 
 
@@ -45,6 +46,7 @@ class TeamView:
         self.scheduled: list[str] = []
         self.tick = (values.get("team") or {}).get("tick", 0)
         self.paused: dict[str, dict[str, Any]] = {}
+        self.board: list[dict[str, Any]] = list((values.get("team") or {}).get("board") or [])
 
     def apply(self, node: str, update: Any) -> list[str]:
         """Take one streamed update; return plain event lines (for logs, not terminals)."""
@@ -81,7 +83,20 @@ class TeamView:
         if isinstance(team, Mapping):
             self.scheduled = list(team.get("scheduled") or [])
             self.tick = team.get("tick", self.tick)
+            events.extend(self.take_board(team.get("board")))
         return events
+
+    def take_board(self, board: Any) -> list[str]:
+        """Take the task board from a team update; return a line per task added or moved."""
+        if not isinstance(board, list):
+            return []
+        before = {t.get("id"): t.get("status") for t in self.board}
+        self.board = [dict(t) for t in board]
+        return [
+            f"▣ {t.get('id')} {clip(t.get('title'), 60)}: {before.get(t.get('id')) or 'new'} → {t.get('status')}"
+            for t in self.board
+            if before.get(t.get("id")) != t.get("status")
+        ]
 
     def __rich__(self) -> RenderableType:
         table = Table(box=box.SIMPLE_HEAD, expand=False, title_justify="left")
@@ -111,6 +126,9 @@ class TeamView:
             Text.assemble(("teamgraph", "bold"), f" · thread {self.thread} · step {self.tick}"),
             table,
         ]
+        if self.board:
+            tasks = "".join(f"  {line}\n" for line in render(self.board))  # type: ignore[arg-type]
+            parts.append(Text("Task board\n", style="bold").append(tasks))
         if pending:
             lines = Text("Pending requests\n", style="bold yellow")
             for rid, r in pending:

@@ -27,13 +27,14 @@ ROWS = {
         ["run_command"],  # "does not execute technical tasks itself"
     ),
     "project-manager": (
-        ["get_agent_config", "set_task_status", "set_task_priority", "create_task", "call_agent", "list_tasks"],
+        ["get_agent_config", "set_task_status", "set_task_priority", "create_task", "call_agent", "list_tasks",
+         "list_agents", "get_sub_agent_status"],
         ["set_agent_config", "delete_agent", "set_permissions", "assign_agent_work", "create_skill", "run_command",
          "create_sub_agent"],
     ),
     "task-manager": (
         ["set_task_status", "assign_agent_work", "create_task", "list_tasks"],
-        ["create_skill", "set_skill", "endow_skills", "get_agent_config", "create_sub_agent"],
+        ["create_skill", "set_skill", "endow_skills", "get_agent_config", "create_sub_agent", "list_agents"],
     ),
     "skill-teacher": (
         ["create_skill", "set_skill", "endow_skills", "delete_skill", "read_skill"],

@@ -57,7 +57,8 @@ DEFAULT_MATRIX: dict[str, Any] = {
     "tools": {
         "assign_agent_work": "L1",
         "create_task": "L2", "set_task_status": "L2", "set_task_priority": "L2",
-        "get_agent_config": "L2", "set_agent_config": "L1", "delete_agent": "L1", "set_permissions": "L1",
+        "get_agent_config": "L2", "list_agents": "L2", "get_sub_agent_status": "L2",
+        "set_agent_config": "L1", "delete_agent": "L1", "set_permissions": "L1",
     },
     "roles": {
         "team-leader": {

@@ -75,3 +75,15 @@ def test_the_live_view_shows_the_board_and_each_move():
     console = Console(width=120, record=True)
     console.print(view)
     assert "task_1 [done] (high) Survey · Researcher_1" in console.export_text()
+
+
+def test_the_master_changes_the_matrix_at_run_time_and_it_is_saved(run_team, team_home):
+    grant = "roles: {researcher: {grant: [run_command]}}"
+    run = run_team(
+        {LEADER: [act(call("set_permissions", yaml=grant), call("set_permissions", yaml="tools: {x: L9}")), *quiet()]}
+    )
+    ok, bad = run.tool_texts(LEADER, "set_permissions")
+    assert ok.startswith(f"Permissions updated ({team_home / 'permissions.yaml'}); ")
+    assert bad.startswith("Error: set_permissions failed: set_permissions: 'tools.x': input should be")
+    assert run.team.runtime.matrix.roles["researcher"].grant == ("run_command",)
+    assert "grant:\n    - run_command" in (team_home / "permissions.yaml").read_text()

@@ -215,3 +215,27 @@ def test_statuses_follow_the_work_and_dependants_unblock():
 
 def test_policy_commands_is_part_of_the_policy():
     assert Policy(commands=["ls"]).commands == ("ls",)
+
+
+def test_the_router_rule_follows_the_registry_from_start_to_report():
+    planned = board.add_task([], title="Facts", assignee=None, priority="normal", depends_on=[], by="plan")
+    planned[0]["role_id"] = "researcher"
+    idle = {"Researcher_1": {"role": "researcher", "status": "idle", "turn": 0}}
+    running = {"Researcher_1": {"role": "researcher", "status": "running", "turn": 1}}
+    started = board.follow_work(planned, idle, running)
+    assert (started[0]["status"], started[0]["assignee"]) == ("in_progress", "Researcher_1")
+    assert board.follow_work(started, running, running) == started  # a step inside the turn moves nothing
+    done = board.follow_work(started, running, {"Researcher_1": {**running["Researcher_1"], "status": "idle"}})
+    assert done[0]["status"] == "done"
+    failed = board.follow_work(started, running, {"Researcher_1": {**running["Researcher_1"], "status": "failed"}})
+    assert failed[0]["status"] == "failed"
+
+
+def test_sensitive_operations_name_known_conditions_and_governed_tools(tmp_path):
+    from teamgraph.governance import matrix, operations
+
+    assert tuple(operations.CONDITIONS) == matrix.CONDITION_NAMES
+    assert tuple(operations.EXECUTORS) == matrix.GOVERNED_TOOLS
+    bad = {"sensitive": {"stop": {"tools": ["stop_sub_agent"]}, "x": {"tools": ["run_command"], "when": "friday"}}}
+    with pytest.raises(PermissionsError, match=r"'sensitive.stop.tools': value error, stop_sub_agent cannot wait"):
+        Team(model=ScriptedChatModel({}), home=tmp_path, permissions=bad)

@@ -8,8 +8,8 @@ assigned member starts, ends its turn or fails.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Literal, TypedDict, get_args
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, TypedDict, get_args
 
 TaskStatus = Literal["todo", "in_progress", "blocked", "done", "failed"]
 Priority = Literal["low", "normal", "high", "urgent"]
@@ -152,3 +152,40 @@ def render(board: Sequence[Task]) -> list[str]:
         note = f" — {t['note']}" if t.get("note") else ""
         lines.append(f"{t['id']} [{t['status']}] ({t.get('priority', 'normal')}) {t['title']} · {who}{after}{note}")
     return lines
+
+
+ACTIVE = frozenset({"running", "waiting"})
+
+
+def follow_work(
+    board: Sequence[Task], before: Mapping[str, Mapping[str, Any]], after: Mapping[str, Mapping[str, Any]],
+    *, leader: str = "Team Leader",
+) -> list[Task]:
+    """The board after one router pass, from the registry before and after it (``work_event`` per member).
+
+    A member whose turn ended (it was running or waiting and is idle now, or a new turn
+    began) ends its work; one that failed fails it; one that began a turn starts work.
+
+    Args:
+        board: The task board.
+        before: The registry (display name -> record) when the pass began.
+        after: The registry when the pass ends.
+        leader: The leader's display name (the leader has no tasks).
+
+    Returns:
+        The new board (the same tasks when nothing moved).
+    """
+    tasks = list(board)
+    for name, now in after.items():
+        if name == leader:
+            continue
+        was = before.get(name) or {}
+        role_id, new_turn = str(now.get("role", "")), now.get("turn", 0) > was.get("turn", 0)
+        if now.get("status") == "failed" and was.get("status") != "failed":
+            tasks = work_event(tasks, agent=name, role_id=role_id, event="failed")
+            continue
+        if was.get("status") in ACTIVE and (now.get("status") == "idle" or new_turn):
+            tasks = work_event(tasks, agent=name, role_id=role_id, event="ended")
+        if now.get("status") in ACTIVE and (new_turn or was.get("status") not in ACTIVE):
+            tasks = work_event(tasks, agent=name, role_id=role_id, event="started")
+    return tasks

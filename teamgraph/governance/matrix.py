@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from teamgraph.roles.loader import RoleFileError
 from teamgraph.roles.model import LEVELS, Level, Role
@@ -48,6 +48,14 @@ SET_TOOLS: dict[str, tuple[str, ...]] = {
     "commands": ("run_command",),
 }
 """Tool set -> the names of its tools (both sides); a test keeps it equal to the built tools."""
+
+CONDITION_NAMES = ("always", "high_risk_skill", "core_config", "command_not_allowed")
+"""The ``when`` of a sensitive operation (``governance.operations.CONDITIONS`` implements them)."""
+GOVERNED_TOOLS = (
+    "create_skill", "set_skill", "delete_skill", "run_command", "set_agent_config", "delete_agent",
+    "create_custom_agent", "set_permissions",
+)
+"""Tools whose act can wait for an approval (``governance.operations.EXECUTORS`` performs them)."""
 
 DEFAULT_MATRIX: dict[str, Any] = {
     "tool_sets": {
@@ -138,6 +146,22 @@ class SensitiveRule(BaseModel):
     tools: tuple[str, ...]
     when: str = "always"
     master_alone: bool = True
+
+    @field_validator("tools")
+    @classmethod
+    def _governed(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = [t for t in value if t not in GOVERNED_TOOLS]
+        if unknown:
+            can = ", ".join(GOVERNED_TOOLS)
+            raise ValueError(f"{', '.join(unknown)} cannot wait for an approval (tools that can: {can})")
+        return value
+
+    @field_validator("when")
+    @classmethod
+    def _known_condition(cls, value: str) -> str:
+        if value not in CONDITION_NAMES:
+            raise ValueError(f"unknown condition '{value}' (known: {', '.join(CONDITION_NAMES)})")
+        return value
 
 
 class PermissionMatrix(BaseModel):
@@ -270,11 +294,12 @@ def load_matrix(
     elif permissions is not None:
         sources.append(("Team(permissions=...)", permissions))
     for where, source in sources:
-        matrix = _apply(matrix, where, source)
+        matrix = apply_override(matrix, where, source)
     return matrix
 
 
-def _apply(matrix: PermissionMatrix, where: str, source: Any) -> PermissionMatrix:
+def apply_override(matrix: PermissionMatrix, where: str, source: Any) -> PermissionMatrix:
+    """``matrix`` with the overrides in ``source`` (a mapping or a YAML file); errors name ``where``."""
     if isinstance(source, Path):
         try:
             source = yaml.safe_load(source.read_text(encoding="utf-8")) or {}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables import ensure_config
 from langchain_core.tools import BaseTool, tool
 
 from teamgraph.runtime import TeamRuntime
@@ -50,14 +50,18 @@ def make_file_tools(runtime: TeamRuntime) -> list[BaseTool]:
         The three tools.
     """
 
+    def root() -> Path:
+        # NOTE: a tool runs inside its call's config context (thread id, project_name).
+        return runtime.project_folder(ensure_config())
+
     @tool
-    def read_file(path: str, config: RunnableConfig) -> str:
+    def read_file(path: str) -> str:
         """Read a text file from the project folder.
 
         Args:
-            path: Path relative to the project folder (or absolute, inside it).
+            path: Path relative to the project folder.
         """
-        target = resolve_inside(runtime.project_folder(config), path)
+        target = resolve_inside(root(), path)
         if not target.is_file():
             raise fail(f"No file '{path}' in the project folder. Use list_files to see what exists.")
         text = target.read_text(encoding="utf-8", errors="replace")
@@ -66,32 +70,31 @@ def make_file_tools(runtime: TeamRuntime) -> list[BaseTool]:
         return text
 
     @tool
-    def write_file(path: str, content: str, config: RunnableConfig) -> str:
+    def write_file(path: str, content: str) -> str:
         """Write a text file in the project folder (folders are created; a file is replaced).
 
         Args:
-            path: Path relative to the project folder (or absolute, inside it).
+            path: Path relative to the project folder.
             content: The whole new content.
         """
-        root = runtime.project_folder(config)
-        target = resolve_inside(root, path)
+        target = resolve_inside(root(), path)
         if target.is_dir():
             raise fail(f"'{path}' is a folder. Give a file path.")
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(content, encoding="utf-8")
-        return f"Wrote {len(content)} characters to {target.relative_to(root.resolve())}."
+        return f"Wrote {len(content)} characters to {target.relative_to(root().resolve())}."
 
     @tool
-    def list_files(config: RunnableConfig, path: str = ".") -> str:
+    def list_files(path: str = ".") -> str:
         """List files and folders under a folder of the project (recursively, up to 200).
 
         Args:
             path: Folder relative to the project folder; "." is the project folder itself.
         """
-        top = runtime.project_folder(config).resolve()
-        base = resolve_inside(top, path)
+        base = resolve_inside(root(), path)
         if not base.is_dir():
             raise fail(f"No folder '{path}' in the project folder.")
+        top = root().resolve()
         entries = sorted(
             str(p.relative_to(top)) + ("/" if p.is_dir() else "") for p in base.rglob("*")
         )

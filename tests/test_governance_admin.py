@@ -87,3 +87,26 @@ def test_the_master_changes_the_matrix_at_run_time_and_it_is_saved(run_team, tea
     assert bad.startswith("Error: set_permissions failed: set_permissions: 'tools.x': input should be")
     assert run.team.runtime.matrix.roles["researcher"].grant == ("run_command",)
     assert "grant:\n    - run_command" in (team_home / "permissions.yaml").read_text()
+
+
+def test_a_role_with_members_in_the_thread_is_not_deleted_even_when_approved(hitl_team, team_home):
+    from teamgraph import Policy
+    from teamgraph.roles import Role, write_role_file
+
+    path = write_role_file(team_home / "roles", Role(id="analyst", name="Analyst", prompt="Analyse."))
+    run = hitl_team(
+        {
+            LEADER: [act(call("create_sub_agent", role_id="analyst"),
+                         call("create_sub_agent", role_id="hr-manager", task="Remove the analyst role.")), *quiet()],
+            HR: [act(call("delete_agent", role_id="analyst")), "Could not."],
+        },
+        policy=Policy(approval="human"),
+        fresh=True,
+    )
+    assert "approval_1" in run.interrupt_of(run.send("Go"))["requests"]
+    run.resume({"approval_1": {"approve": True}})
+    assert run.tool_texts(HR, "delete_agent") == [
+        "approval_1 approved by the user.\nError: delete_agent failed: Role 'analyst' has members in this thread; "
+        "terminate them first (terminate_sub_agent), then delete it."
+    ]
+    assert path.is_file() and "analyst" in run.team.roles

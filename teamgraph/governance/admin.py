@@ -87,9 +87,13 @@ def create_role(runtime: TeamRuntime, fields: dict[str, Any]) -> str:
     )
 
 
-def delete_role(runtime: TeamRuntime, role_id: str) -> str:
-    """Delete a role created in the home (built-in and ``roles_dir`` roles are refused)."""
+def delete_role(runtime: TeamRuntime, role_id: str, in_use: list[str]) -> str:
+    """Delete a role created in the home (built-in and ``roles_dir`` roles, and roles in use, are refused)."""
     role = require_role(runtime, role_id)
+    if role_id in in_use:
+        raise AgentConfigError(
+            f"Role '{role_id}' has members in this thread; terminate them first (terminate_sub_agent), then delete it."
+        )
     path = runtime.custom_roles_dir / f"{role.id}.md"
     if role.is_leader or not path.is_file() or Path(role.source).resolve() != path.resolve():
         raise AgentConfigError(

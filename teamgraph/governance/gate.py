@@ -17,7 +17,7 @@ from langchain_core.tools import BaseTool
 from pydantic import BaseModel, ValidationError
 
 from teamgraph.governance.matrix import refusal
-from teamgraph.governance.operations import CallContext, GovernedCall, Operation, sensitive_operation
+from teamgraph.governance.operations import CallContext, GovernedCall, Operation, roles_in_use, sensitive_operation
 from teamgraph.messaging import effects
 from teamgraph.protocols.requests import APPROVAL
 from teamgraph.runtime import TeamRuntime
@@ -40,7 +40,10 @@ def call_context(runtime: TeamRuntime, view: Any, config: Mapping[str, Any] | No
     """Who calls and in which project folder (what an executor may rely on later)."""
     me = view["self"]
     record = view["agents"].get(me) or {}
-    return CallContext(caller=me, role=record.get("role", ""), project_dir=str(runtime.project_folder(config)))
+    return CallContext(
+        caller=me, role=record.get("role", ""), project_dir=str(runtime.project_folder(config)),
+        roles_in_use=roles_in_use(view["agents"]),
+    )
 
 
 @dataclass(frozen=True)

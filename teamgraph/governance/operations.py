@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from teamgraph.governance import admin, commands, skills
 from teamgraph.governance.matrix import DEFAULT_MATRIX, PermissionMatrix, apply_override, dump_matrix
@@ -19,11 +19,27 @@ from teamgraph.runtime import TeamRuntime
 
 
 class CallContext(TypedDict):
-    """Who made a governed call and where: what an executor may rely on."""
+    """Who made a governed call and where: what an executor may rely on.
+
+    Attributes:
+        caller: The calling agent's display name.
+        role: Its role id.
+        project_dir: The thread's project folder.
+        roles_in_use: Role ids of the thread's agents that have not ended (read when the act runs).
+    """
 
     caller: str
     role: str
     project_dir: str
+    roles_in_use: NotRequired[list[str]]
+
+
+ENDED_STATUSES = frozenset({"terminated", "shutdown", "failed"})
+
+
+def roles_in_use(agents: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Role ids of the agents in a registry that have not ended."""
+    return sorted({str(r.get("role")) for r in agents.values() if r.get("status") not in ENDED_STATUSES})
 
 
 class GovernedCall(TypedDict):
@@ -134,7 +150,9 @@ EXECUTORS: dict[str, Executor] = {
     "set_agent_config": lambda runtime, args, ctx: admin.set_agent_config(
         runtime, args["role_id"], args["field"], args["value"]
     ),
-    "delete_agent": lambda runtime, args, ctx: admin.delete_role(runtime, args["role_id"]),
+    "delete_agent": lambda runtime, args, ctx: admin.delete_role(
+        runtime, args["role_id"], ctx.get("roles_in_use", [])
+    ),
     "create_custom_agent": lambda runtime, args, ctx: admin.create_role(runtime, args),
     "set_permissions": _set_permissions,
 }
@@ -159,7 +177,10 @@ def perform(runtime: TeamRuntime, tool: str, args: dict[str, Any], ctx: CallCont
         return f"Error: {tool} failed: {exc}"
 
 
-def execute_approved(runtime: TeamRuntime, record: Mapping[str, Any], verdict: str, *, approved: bool) -> str:
+def execute_approved(
+    runtime: TeamRuntime, record: Mapping[str, Any], verdict: str, *, approved: bool,
+    agents: Mapping[str, Mapping[str, Any]] | None = None,
+) -> str:
     """The result an approval request's waiting call gets (the router calls this on a decision).
 
     Args:
@@ -167,6 +188,7 @@ def execute_approved(runtime: TeamRuntime, record: Mapping[str, Any], verdict: s
         record: The approval request; its ``details`` are an ``Operation``.
         verdict: The router's sentence about the decision (who decided, feedback).
         approved: Whether it was approved.
+        agents: The thread's registry now (what the act must not break, e.g. a role in use).
 
     Returns:
         The verdict plus the operation's result, or the verdict saying it was not performed.
@@ -175,7 +197,10 @@ def execute_approved(runtime: TeamRuntime, record: Mapping[str, Any], verdict: s
     call: GovernedCall = details["call"]
     if not approved:
         return f"{verdict} The operation {details['operation']} ({call['tool']}) was not performed."
-    result = perform(runtime, call["tool"], dict(call["args"]), call["context"])
+    context = call["context"]
+    if agents is not None:  # NOTE: what is in use when the act runs, not when it was asked for
+        context = CallContext(**{**context, "roles_in_use": roles_in_use(agents)})
+    result = perform(runtime, call["tool"], dict(call["args"]), context)
     return f"{verdict}\n{result}"
 
 

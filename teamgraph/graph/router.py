@@ -456,7 +456,7 @@ class RouterPass:
         else:
             outcome = f"{rid} {verdict} by {by}.{remark}" + ("" if approve else " Do not perform the operation.")
             if is_governed(record):  # a deferred sensitive call: perform it, or not, and answer the call
-                outcome = execute_approved(self.runtime, record, f"{rid} {verdict} by {by}.{remark}", approved=approve)
+                outcome = execute_approved(self.runtime, record, f"{rid} {verdict} by {by}.{remark}", approved=approve, agents=self.agents)
         self.close_request(record, outcome, status=tracker.APPROVED if approve else tracker.REJECTED)
 
     def expire_deadlines(self) -> None:

@@ -43,24 +43,27 @@ def test_a_custom_role_is_checked_on_every_call_and_may_not_exceed_its_level(run
                     call("create_custom_agent", id="boss", name="Boss", description="Bosses.", prompt="Boss.",
                          tools=["leader", "member"], level="L4"),
                     call("create_custom_agent", id="analyst", name="Analyst", description="Analyses.",
-                         prompt="Analyse.", tools=["member", "tasks"]),
+                         prompt="Analyse.", tools=["member", "collaboration"]),
                 ),
                 act(create("analyst")),
                 *quiet(),
             ],
-            "Analyst_1": [act(call("create_task", title="Mine"), call("list_tasks")), "Could not."],
+            "Analyst_1": [
+                act(call("assign_agent_work", agent="Analyst_1", task="x"), call("call_agent")), "Could not.",
+            ],
         }
     )
     boss_error, = errors_of(run, LEADER)
     assert boss_error.startswith("Error: create_custom_agent failed: tool set 'leader' needs level L1 or higher, "
                                  "but this role is level L4. Fix: remove 'leader' from tools")
     assert "boss" not in run.team.roles and (team_home / "roles" / "analyst.md").is_file()
-    refused, listed = run.tool_results("Analyst_1")
+    refused, allowed = run.tool_results("Analyst_1")
     assert refused.status == "error" and str(refused.content).startswith(
-        "Error: permission denied: Analyst_1 (analyst, level L4) may not call create_task: it needs level L2. "
-        "Who may: levels L1, L2, or roles task-manager."
+        "Error: permission denied: Analyst_1 (analyst, level L4) may not call assign_agent_work: it needs level L1. "
+        "Who may: levels L1, or roles task-manager."
     )
-    assert str(listed.content) == "The board is empty."
+    # call_agent is L4: the gate lets it through and the tool's own argument check answers.
+    assert "permission denied" not in str(allowed.content)
 
 
 def test_the_task_manager_assigns_work_and_keeps_the_board(run_team):

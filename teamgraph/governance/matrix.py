@@ -60,10 +60,10 @@ GOVERNED_TOOLS = (
 DEFAULT_MATRIX: dict[str, Any] = {
     "tool_sets": {
         "leader": "L1", "member": "L4", "files": "L4", "protocols": "L4", "collaboration": "L4", "sessions": "L4",
-        "skills": "L4", "skill_admin": "L1", "tasks": "L4", "admin": "L2", "commands": "L3",
+        "skills": "L4", "skill_admin": "L1", "tasks": "L2", "admin": "L2", "commands": "L3",
     },
     "tools": {
-        "assign_agent_work": "L1",
+        "assign_agent_work": "L1", "list_tasks": "L4",
         "create_task": "L2", "set_task_status": "L2", "set_task_priority": "L2",
         "get_agent_config": "L2", "list_agents": "L2", "get_sub_agent_status": "L2",
         "set_agent_config": "L1", "delete_agent": "L1", "set_permissions": "L1",

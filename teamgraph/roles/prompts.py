@@ -94,12 +94,13 @@ def _roster(agents: Mapping[str, Mapping[str, Any]], me: str) -> str:
 
 def _board(team: Mapping[str, Any]) -> str:
     plan = team.get("plan")
-    if not plan:
+    if not plan and not team.get("board"):
         return ""
-    lines = [f"# Plan {plan['id']}: {plan['status']}"]
+    lines = [f"# Plan {plan['id']}: {plan['status']}" if plan else "# Task board"]
     for task in team.get("board", []):
         after = f" (after {', '.join(task['depends_on'])})" if task.get("depends_on") else ""
-        lines.append(f"- {task['id']} [{task['status']}] {task['title']} ({task.get('role_id') or 'any role'}){after}")
+        who = task.get("assignee") or task.get("role_id") or "any role"
+        lines.append(f"- {task['id']} [{task['status']}] {task['title']} ({who}){after}")
     return "\n".join(lines)
 
 

@@ -68,6 +68,7 @@ def test_a_custom_role_is_checked_on_every_call_and_may_not_exceed_its_level(run
 
 def test_the_task_manager_assigns_work_and_keeps_the_board(run_team):
     tm, r1 = "Task Manager_1", "Researcher_1"
+    prompts: list[str] = []
     run = run_team(
         {
             LEADER: [act(create("researcher", None), create("task-manager", "Organise the survey.")), *quiet()],
@@ -83,8 +84,12 @@ def test_the_task_manager_assigns_work_and_keeps_the_board(run_team):
                 act(call("list_tasks")),
                 "Assigned.",
             ],
-            r1: ["Survey done."],
+            r1: [lambda messages: prompts.append(messages[0].text) or "Survey done."],
         }
+    )
+    # The board reaches members' prompts without a plan, with each task's assignee.
+    assert "# Task board\n- task_1 [todo] Survey (Researcher_1)\n- task_2 [blocked] Report (any role) (after task_1)" in (
+        prompts[0]
     )
     assert run.tool_texts(tm, "assign_agent_work") == [f"Work assigned to {r1}."]
     assert "Do the survey." in run.inbox_texts(r1)[0] and f"Task from {tm}" in run.inbox_texts(r1)[0]

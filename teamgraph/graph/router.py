@@ -456,7 +456,8 @@ class RouterPass:
         else:
             outcome = f"{rid} {verdict} by {by}.{remark}" + ("" if approve else " Do not perform the operation.")
             if is_governed(record):  # a deferred sensitive call: perform it, or not, and answer the call
-                outcome = execute_approved(self.runtime, record, f"{rid} {verdict} by {by}.{remark}", approved=approve, agents=self.agents)
+                verdict_line = f"{rid} {verdict} by {by}.{remark}"
+                outcome = execute_approved(self.runtime, record, verdict_line, approved=approve, agents=self.agents)
         self.close_request(record, outcome, status=tracker.APPROVED if approve else tracker.REJECTED)
 
     def expire_deadlines(self) -> None:
@@ -823,7 +824,8 @@ class RouterPass:
     def on_task_update(self, effect: dict[str, Any]) -> None:
         fields = {k: effect[k] for k in ("status", "priority", "note")}
         try:
-            self.team["board"] = task_board.update_task(self.team.get("board") or [], effect["task_id"], by=effect["agent"], **fields)
+            board = self.team.get("board") or []
+            self.team["board"] = task_board.update_task(board, effect["task_id"], by=effect["agent"], **fields)
         except task_board.BoardError as exc:
             self.post(effect["agent"], envelopes.notice(f"Task not updated: {exc}"), sender="router", wake=False)
 

@@ -156,7 +156,7 @@ def make_collaboration_tools(runtime: TeamRuntime) -> list[BaseTool]:
         task_name: str | None = None,
         files: list[str] | None = None,
     ):
-        """Assign work to an agent (the master's and the task manager's tool); it lands on the task board if there is one.
+        """Assign work to an agent (master and task manager); it lands on the task board if there is one.
 
         Args:
             agent: The agent's display name.

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from typing import Annotated, Literal
 
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, InjectedToolCallId, tool
 from langgraph.prebuilt import InjectedState
-from langchain_core.runnables import RunnableConfig
 
 from teamgraph.messaging import effects
 from teamgraph.messaging.envelopes import LEADER

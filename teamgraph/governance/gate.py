@@ -46,11 +46,21 @@ def call_context(runtime: TeamRuntime, view: Any, config: Mapping[str, Any] | No
     )
 
 
-@dataclass(frozen=True)
 class Gate:
-    """The permission matrix and sensitive operations of one team, applied to tool calls."""
+    """The permission matrix and sensitive operations of one team, applied to tool calls.
 
-    runtime: TeamRuntime
+    NOTE: a plain class with a short repr, not a dataclass: it rides in ``tool.metadata``,
+    which callbacks and tracers copy into every tool run (a dataclass would be
+    serialized field by field, the whole runtime with it).
+    """
+
+    __slots__ = ("runtime",)
+
+    def __init__(self, runtime: TeamRuntime) -> None:
+        self.runtime = runtime
+
+    def __repr__(self) -> str:
+        return f"Gate({self.runtime.home})"
 
     def rule(self, tool: BaseTool, args: dict[str, Any], call_id: str, view: Any, config: RunnableConfig) -> Ruling:
         """Check one call of ``tool`` by the view's caller."""

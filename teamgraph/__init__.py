@@ -5,6 +5,7 @@ and reports; every agent keeps its own conversation, and the whole team is
 checkpointed to SQLite so a run can pause, survive a crash and resume.
 """
 
+from teamgraph.governance.matrix import PermissionMatrix, PermissionsError
 from teamgraph.models import (
     ModelNotConfiguredError,
     ScriptedChatModel,
@@ -16,6 +17,8 @@ from teamgraph.team import Team
 
 __all__ = [
     "ModelNotConfiguredError",
+    "PermissionMatrix",
+    "PermissionsError",
     "Policy",
     "Role",
     "RoleFileError",

@@ -37,6 +37,9 @@ class Policy(BaseModel):
             after a blocking ``sessions_send`` (docs/protocols.md); ``REPLY_SKIP`` ends it sooner.
         peer_traffic: How member-to-member traffic reaches the leader:
             ``"notice"`` (one line per message) or ``"full"`` (full copies).
+        commands: Commands ``run_command`` runs without an approval: a command is on
+            the list when its arguments begin with an entry's (``"python -m pytest"``
+            allows ``python -m pytest -q tests``). Anything else is a sensitive operation.
         leader_reminders: How often the leader is reminded of questions it left
             unanswered, when the team has nothing else to do, before the asker
             gets a "no answer" result (a question never hangs).
@@ -81,6 +84,7 @@ class Policy(BaseModel):
     send_timeouts: int = Field(default=2, ge=1)
     loop_warn: int = Field(default=3, ge=2)
     loop_stop: int = Field(default=5, ge=2)
+    commands: tuple[str, ...] = ()
 
     def decider(self, kind: str) -> Decider:
         """Who decides a request of ``kind`` (``ask``, ``plan``, ``member_plan``, ``approval``)."""

@@ -8,9 +8,10 @@ clock. Nodes, tools and the router receive it when the graph is built.
 
 from __future__ import annotations
 
+import re
 import threading
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -20,6 +21,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 from langchain_core.tools import BaseTool
 
+from teamgraph.governance.matrix import PermissionMatrix, check_role, load_matrix
 from teamgraph.models import resolve_model
 from teamgraph.policy import Policy
 from teamgraph.roles import Role, RoleFileError, format_role_text, load_roles, load_written_roles, write_role_file
@@ -30,6 +32,9 @@ TokenCounter = Callable[[Sequence[BaseMessage]], int]
 
 CUSTOM_ROLES_DIR = "roles"
 PROJECT_DIR = "project"
+PROJECT_NAME_KEY = "project_name"
+"""The config key (``configurable``) that names a thread's project folder."""
+_UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 class Clock(Protocol):
@@ -67,10 +72,20 @@ class TeamRuntime:
     _models: dict[str, BaseChatModel] = field(default_factory=dict, repr=False)
     tool_sets: dict[tuple[str, bool], list[BaseTool]] = field(default_factory=dict, repr=False)
     """Built tool sets by (set name, leader side): building a tool's schema is slow."""
+    permissions: PermissionMatrix | Mapping[str, Any] | str | Path | None = None
+    """``Team(permissions=...)``: overrides of the permission matrix (see governance/matrix.py)."""
+    project: str | None = None
+    """``Team(project=...)``: the project folder's name for every thread (default: the thread id)."""
+    matrix: PermissionMatrix = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.home = Path(self.home)
+        self.reload_matrix()
         self.reload_roles()
+
+    def reload_matrix(self) -> None:
+        """Load the permission matrix: defaults, ``permissions.yaml`` (roles_dir, home), ``permissions``."""
+        self.matrix = load_matrix(permissions=self.permissions, folders=(self.roles_dir, self.home))
 
     @property
     def custom_roles_dir(self) -> Path:
@@ -82,14 +97,29 @@ class TeamRuntime:
         """The folder the team's file tools work in."""
         return self.home / PROJECT_DIR
 
+    def project_folder(self, config: Mapping[str, Any] | None) -> Path:
+        """The thread's project folder ``<home>/project/<project_name>/`` (created on demand).
+
+        The name is the config's ``configurable.project_name``, else ``Team(project=...)``,
+        else the thread id.
+        """
+        configurable = (config or {}).get("configurable", {})
+        name = configurable.get(PROJECT_NAME_KEY) or self.project or configurable.get("thread_id") or "default"
+        safe = _UNSAFE_NAME.sub("_", str(name)).strip("._") or "default"
+        folder = self.project_dir / safe
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+
     def reload_roles(self) -> None:
         """Load built-in roles, then ``roles_dir``, then the roles the leader created.
 
         A role file the team wrote that cannot be loaded is skipped and kept in
         ``role_problems``: it never makes the home unusable.
         """
-        roles = load_roles(self.roles_dir)
-        written, self.role_problems = load_written_roles(self.custom_roles_dir)
+        roles = load_roles(self.roles_dir, check=lambda role: check_role(self.matrix, role))
+        written, self.role_problems = load_written_roles(
+            self.custom_roles_dir, check=lambda role: check_role(self.matrix, role)
+        )
         for problem in self.role_problems.values():
             warnings.warn(f"skipped a role file the team wrote: {problem}", RuntimeWarning, stacklevel=2)
         self.roles = roles | written

@@ -14,6 +14,7 @@ from langgraph.graph.state import CompiledStateGraph
 from teamgraph.audit.stats import team_stats
 from teamgraph.audit.tokens import check_prices, with_tokens
 from teamgraph.checkpoints import DB_FILE, open_checkpointer
+from teamgraph.governance.matrix import PermissionMatrix
 from teamgraph.graph.build import build_team_graph
 from teamgraph.nodes.model_view import context_budget, model_view, without_markers
 from teamgraph.policy import Policy
@@ -48,6 +49,8 @@ class Team:
         tools: Sequence[BaseTool] | Mapping[str, Sequence[BaseTool]] = (),
         token_counter: TokenCounter | None = None,
         prices: Mapping[str, Mapping[str, float]] | None = None,
+        permissions: PermissionMatrix | Mapping[str, Any] | str | Path | None = None,
+        project: str | None = None,
     ) -> None:
         """Create a team.
 
@@ -71,6 +74,11 @@ class Team:
             prices: Price per million tokens by model name, e.g.
                 ``{"gpt-4o-mini": {"input": 0.15, "output": 0.60}}`` (``"*"``: any
                 other model); ``agents()`` and ``stats()`` then give costs.
+            permissions: Overrides of the permission matrix: a mapping shaped like
+                ``permissions.yaml`` (only the entries to change), a YAML file path, or
+                a whole ``PermissionMatrix``.
+            project: The project folder's name for every thread (``<home>/project/<project>/``);
+                default: each thread's id (the config's ``project_name`` wins).
         """
         extra = dict(tools) if isinstance(tools, Mapping) else {"*": list(tools)}
         self.runtime = TeamRuntime(
@@ -82,6 +90,8 @@ class Team:
             extra_tools={role: list(ts) for role, ts in extra.items()},
             token_counter=token_counter,
             prices=None if prices is None else dict(check_prices(prices)),  # type: ignore[arg-type]
+            permissions=permissions,
+            project=project,
         )
         unknown = sorted(set(extra) - {"*", *self.runtime.roles})
         if unknown:

@@ -74,7 +74,7 @@ def test_ainvoke_demo_to_the_end(tmp_path: Path) -> None:
     assert any("Indigo #4F46E5" in str(m.content) for m in history)
     # The project files the members wrote (tools ran in the executor threads).
     for path in ("web/login.html", "web/signup.html", "api/auth.py"):
-        assert (tmp_path / "project" / path).is_file(), path
+        assert (tmp_path / "project" / "async-1" / path).is_file(), path  # the thread's project folder
     # The saver's file is in WAL mode, as the sync saver's is.
     with sqlite3.connect(db) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"

@@ -136,7 +136,7 @@ def test_demo_runs_the_scripted_team_and_says_who_did_what(
     assert "Team Leader's report" in out and "The login feature is built." in out
     # Files written, and where the SQLite file is.
     for rel in ("web/login.html", "web/signup.html", "api/auth.py"):
-        assert (home / "project" / rel).is_file()
+        assert (home / "project" / "demo-1" / rel).is_file()  # the thread's project folder
         assert rel in out
     match = re.search(r"^SQLite: (\S+)\s+\(thread (demo-\d+)\)", out, re.M)
     assert match, out
@@ -163,7 +163,7 @@ def test_run_with_a_scripted_model(tmp_path: Path) -> None:
     out = result.stdout
     assert "Both notes are written" in out
     assert "Researcher_1" in out and "Researcher_2" in out
-    assert (home / "project" / "notes" / "a.md").read_text() == "# A\n"
+    assert (home / "project" / "notes" / "notes" / "a.md").read_text() == "# A\n"
     assert "(thread notes)" in out
 
 
@@ -432,5 +432,5 @@ def test_a_pause_answered_at_a_real_terminal(tmp_path: Path) -> None:
     finally:
         child.close()
     assert child.exitstatus == 0
-    assert (tmp_path / ".teamgraph" / "project" / "hello.py").is_file()
-
+    # In the thread's own project folder, <home>/project/<thread id>/.
+    assert [p.parent.name for p in (tmp_path / ".teamgraph" / "project").glob("*/hello.py")] == ["run-1"]

@@ -210,7 +210,7 @@ def test_assign_agent_work_delivers_the_task_and_puts_it_on_the_board_if_there_i
     assert any(e["title"] == "Result" and e["sender"] == R1 and e["body"] == "Option A wins." for e in envelopes_in(run, LEADER))
 
 
-def test_only_the_master_assigns_work(clocked_team):
+def test_only_the_master_and_the_task_manager_assign_work(clocked_team):
     run = clocked_team(
         {
             LEADER: [CREATE_PM_AND_RESEARCHERS, *quiet()],
@@ -219,9 +219,11 @@ def test_only_the_master_assigns_work(clocked_team):
     )
     run.send("Go")
 
-    assert errors_of(run, PM) == [
-        "Error: Only the master (the Team Leader) assigns work. Use call_agent to ask a peer."
-    ]
+    (error,) = errors_of(run, PM)
+    assert error.startswith(
+        "Error: permission denied: Project Manager_1 (project-manager, level L2) may not call assign_agent_work"
+    )
+    assert "Who may: levels L1, or roles task-manager." in error
     assert run.history(R1) == [] and run.status(R1) == "idle"
 
 
@@ -276,7 +278,7 @@ def test_calling_the_master_or_yourself_is_refused_and_the_error_says_so(clocked
     [
         ({"project_name": "escape", "files": ["../secret.txt"]}, "'../secret.txt' is outside the project folder."),
         ({"project_name": "escape", "files": ["notes/../../other/plan.md"]}, "'notes/../../other/plan.md' is outside the project folder."),
-        ({"project_name": "escape", "files": ["/etc/passwd"]}, "'/etc/passwd' is an absolute path."),
+        ({"project_name": "escape", "files": ["/etc/passwd"]}, "'/etc/passwd' is outside the project folder."),
         ({"project_name": "escape", "files": ["link/secret.txt"]}, "'link/secret.txt' is outside the project folder."),
         ({"project_name": "escape", "files": ["ok.md", "../../../home.db"]}, "'../../../home.db' is outside the project folder."),
         ({"files": ["notes.md"]}, "files need a project_name: they are paths inside project/{project_name}/."),

@@ -66,7 +66,7 @@ def test_tool_calls_round_trip_over_http(openai_team):
     out = graph.invoke({"messages": [("user", "Cookies or JWT?")]}, config)
 
     assert out["messages"][-1].content == "Researcher_1 recommends session cookies."
-    assert (team.runtime.project_dir / "notes.md").read_text() == "cookies"
+    assert (team.runtime.project_folder(config) / "notes.md").read_text() == "cookies"
     # The client sent our tools and the model name; every request is the OpenAI protocol.
     first = server.requests[0]
     assert first["model"] == "gpt-test"

@@ -252,7 +252,7 @@ def test_a_member_that_requires_a_plan_waits_for_approval_before_work_reject_the
         },
         roles_dir=builder_roles(tmp_path),
     )
-    project_file = team_home / "project" / "app.py"
+    project_file = run.team.runtime.project_folder(run.config) / "app.py"
 
     out = run.send("Build the app")
 
@@ -324,7 +324,7 @@ def test_roles_without_require_plan_use_their_work_tools_at_once(hitl_team, tmp_
     run.send("Go")
 
     assert run.tool_texts(MEMBER, "write_file") == ["Wrote 12 characters to app.py."]
-    assert (team_home / "project" / "app.py").is_file()
+    assert (team_home / "project" / run.config["configurable"]["thread_id"] / "app.py").is_file()
     assert run.requests() == {}
 
 

@@ -278,7 +278,8 @@ def test_run_to_the_end(studio_server: DevServer, demo_run: dict[str, Any]) -> N
     assert state["next"] == []
     # The project files the members wrote went to TEAMGRAPH_HOME.
     written = {p.relative_to(studio_server.home).as_posix() for p in studio_server.home.rglob("*.*")}
-    assert {"project/web/login.html", "project/web/signup.html", "project/api/auth.py"} <= written
+    folder = f"project/{demo_run['thread']['thread_id']}"  # the thread's project folder
+    assert {f"{folder}/web/login.html", f"{folder}/web/signup.html", f"{folder}/api/auth.py"} <= written
 
 
 def test_graph_xray_shows_role_subgraphs(studio_server: DevServer) -> None:

@@ -176,8 +176,9 @@ def test_a_new_process_resumes_a_crashed_run_and_continues_the_thread(make_team,
     assert "Use JWT." in answer[1]
     assert engineer[-1] == ("AIMessage", "Auth API done with JWT.", None)
     assert all(rec["status"] == "idle" for rec in resumed["agents"].values())
-    assert (home / "project" / "web" / "login.html").read_text() == "<form>login</form>"
-    assert (home / "project" / "api" / "auth.py").read_text() == "# JWT auth"
+    # The thread's files live in its own project folder, <home>/project/<thread id>/.
+    assert (home / "project" / "login" / "web" / "login.html").read_text() == "<form>login</form>"
+    assert (home / "project" / "login" / "api" / "auth.py").read_text() == "# JWT auth"
 
     # A second user message continues with the same members.
     run.send("Add a logout button")

@@ -124,7 +124,7 @@ def test_two_creators_in_one_superstep_get_distinct_names_and_the_second_is_told
     roles.mkdir()
     (roles / "coordinator.md").write_text(
         "---\nid: coordinator\nname: Coordinator\ndescription: Runs a sub-team.\n"
-        "tools: [leader, member]\n---\nYou coordinate.\n"
+        "tools: [leader, member]\nlevel: L1\n---\nYou coordinate.\n"
     )
     run = make_team(
         {
@@ -745,7 +745,7 @@ def test_a_slice_runs_several_work_steps_in_one_superstep_and_messages_wait_for_
     message_at = next(i for i, m in enumerate(history) if "Also add a summary." in str(m.content))
     assert [type(m).__name__ for m in history[message_at - 2 : message_at]] == ["AIMessage", "ToolMessage"]
     assert sum(isinstance(m, AIMessage) for m in history[:message_at]) == 3
-    assert (team.runtime.project_dir / "c.md").read_text() == "c"
+    assert (team.runtime.project_folder(config) / "c.md").read_text() == "c"
     # The message landed inline, so the fourth call (which ends the turn) saw it.
     assert isinstance(history[message_at + 1], AIMessage)
     assert team.agents(config)["Researcher_1"]["steps"] == 4

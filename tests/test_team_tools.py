@@ -503,7 +503,8 @@ def test_file_tools_work_inside_the_project_folder(run_team):
             ],
         }
     )
-    project = run.team.home / "project"
+    project = run.team.runtime.project_folder(run.config)
+    assert project == run.team.home / "project" / run.config["configurable"]["thread_id"]
     assert (project / "site-a" / "web" / "login.html").read_text() == "<form>login</form>\n"
     assert "site-a/web/login.html" in run.tool_result("UI Operator_1", "write_file")
     assert run.tool_result("UI Operator_1", "read_file") == "<form>login</form>\n"
@@ -535,8 +536,7 @@ def test_file_tools_refuse_paths_outside_the_project_folder(make_team, tmp_path)
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "secret.txt").write_text("top secret")
-    project = run.team.home / "project"
-    project.mkdir(parents=True, exist_ok=True)
+    project = run.team.runtime.project_folder(run.config)
     if not (project / "outside_link").is_symlink():
         os.symlink(outside, project / "outside_link")
     try:

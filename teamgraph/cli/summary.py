@@ -112,7 +112,7 @@ def print_summary(out: Console, team: Any, graph: Any, thread: str) -> None:
         ]
         out.print(fit_table(REQUEST_COLUMNS, rrows, width=out.width, title="Requests"))
 
-    files = _files_written(values.get("histories") or {}, team.runtime.project_dir)
+    files = _files_written(values.get("histories") or {}, team.runtime.project_folder(thread_config(thread)))
     if files:
         out.print(Text("Files written", style="bold"))
         for path, who in files:

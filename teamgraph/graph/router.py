@@ -25,6 +25,8 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMes
 
 from teamgraph.audit.log import write_committed
 from teamgraph.messaging import envelopes, results
+from teamgraph.governance import board as task_board
+from teamgraph.governance.operations import execute_approved, is_governed
 from teamgraph.messaging.envelopes import LEADER, clip
 from teamgraph.messaging.results import communication_failed, timed_out
 from teamgraph.protocols import requests as tracker
@@ -534,6 +536,9 @@ class RouterPass:
             outcome = f"Your plan ({rid}) was {verdict} by {by}.{remark}" + ("" if approve else " Revise it and submit_plan again.")
         else:
             outcome = f"{rid} {verdict} by {by}.{remark}" + ("" if approve else " Do not perform the operation.")
+            if is_governed(record):  # a deferred sensitive call: perform it, or not, and answer the call
+                verdict_line = f"{rid} {verdict} by {by}.{remark}"
+                outcome = execute_approved(self.runtime, record, verdict_line, approved=approve, agents=self.agents)
         self.close_request(record, outcome, status=tracker.APPROVED if approve else tracker.REJECTED)
 
     def expire_deadlines(self) -> None:
@@ -907,6 +912,32 @@ class RouterPass:
             parts.append(f"{name} waits for {wait['on']} ({label})")
             name = wait["on"]
         return ", ".join(parts) or f"{start} waits"
+
+    # -- governance (issue 12): thin calls into teamgraph.governance -------------
+
+    def on_task_create(self, effect: dict[str, Any]) -> None:
+        try:
+            self.team["board"] = task_board.add_task(
+                self.team.get("board") or [], title=effect["title"], assignee=effect["assignee"],
+                priority=effect["priority"], depends_on=effect["depends_on"], by=effect["agent"],
+            )
+        except task_board.BoardError as exc:
+            self.post(effect["agent"], envelopes.notice(f"Task not created: {exc}"), sender="router", wake=False)
+
+    def on_task_update(self, effect: dict[str, Any]) -> None:
+        fields = {k: effect[k] for k in ("status", "priority", "note")}
+        try:
+            board = self.team.get("board") or []
+            self.team["board"] = task_board.update_task(board, effect["task_id"], by=effect["agent"], **fields)
+        except task_board.BoardError as exc:
+            self.post(effect["agent"], envelopes.notice(f"Task not updated: {exc}"), sender="router", wake=False)
+
+    def on_endow(self, effect: dict[str, Any]) -> None:
+        endowments = dict(self.team.get("endowments", {}))
+        current = {s["name"]: s for s in endowments.get(effect["target"], [])}
+        current.update({s["name"]: s for s in effect["skills"]})
+        endowments[effect["target"]] = list(current.values())
+        self.team["endowments"] = endowments
 
 
 def wait_age(waiter: str, wait: dict[str, Any]) -> tuple[Any, ...]:

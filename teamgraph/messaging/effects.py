@@ -146,3 +146,24 @@ def step(
         "tool_calls": tool_calls,
         "deferred": deferred,
     }
+
+
+# Governance effects (issue 12): the task board with priorities, and skill endowments.
+TASK_CREATE = "task_create"
+TASK_UPDATE = "task_update"
+ENDOW = "endow"
+
+
+def task_create(*, title: str, assignee: str | None, priority: str, depends_on: list[str]) -> Effect:
+    """Add a task to the team's task board (the board is created if there is none)."""
+    return {"kind": TASK_CREATE, "title": title, "assignee": assignee, "priority": priority, "depends_on": depends_on}
+
+
+def task_update(*, task_id: str, status: str | None = None, priority: str | None = None, note: str | None = None) -> Effect:
+    """Change a task's status, priority or note."""
+    return {"kind": TASK_UPDATE, "task_id": task_id, "status": status, "priority": priority, "note": note}
+
+
+def endow(*, target: str, skills: list[dict[str, str]]) -> Effect:
+    """Give skills (name and description) to an agent (display name) or a role (role id)."""
+    return {"kind": ENDOW, "target": target, "skills": skills}

@@ -9,7 +9,6 @@ calls here too, so the agent gets an error result for that call and goes on.
 
 from __future__ import annotations
 
-from typing import Any
 
 import openai
 from langchain_core.messages import AIMessage, InvalidToolCall

@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from teamgraph.models.arguments import NOT_AN_OBJECT, non_object_kind
 from teamgraph.audit.exceptions import RETRIES_KEY, call_with_retry, retried_error
+from teamgraph.governance.gate import rule_call
 from teamgraph.tools.context import View
 
 VIEW_ARG = "view"
@@ -105,6 +106,13 @@ def run_tool_calls(
             messages.append(_error(refused[name], call_id, name))
             continue
         args = dict(call["args"]) if isinstance(call["args"], dict) else {}
+        # NOTE: the permission matrix: refused, or deferred behind an approval (a sensitive call).
+        ruling = rule_call(tool, args, call_id, view, config)
+        if ruling.approval or ruling.refusal:
+            step_effects.extend([ruling.approval] if ruling.approval else [])
+            deferred.extend([call_id] if ruling.approval else [])
+            messages.extend([_error(ruling.refusal, call_id, name)] if ruling.refusal else [])
+            continue
         if VIEW_ARG in (getattr(tool.args_schema, "model_fields", None) or {}):
             args[VIEW_ARG] = view.with_effects(step_effects)
         try:

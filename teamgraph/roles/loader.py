@@ -23,6 +23,7 @@ import contextlib
 import difflib
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -169,7 +170,7 @@ def parse_role_file(path: str | Path) -> Role:
     return parse_role_text(text, source=str(path))
 
 
-def load_roles(*dirs: str | Path | None) -> dict[str, Role]:
+def load_roles(*dirs: str | Path | None, check: Callable[[Role], None] | None = None) -> dict[str, Role]:
     """Load the built-in roles, then the roles in each given folder.
 
     Each ``*.md`` file directly inside a folder is one role. A role in a later folder
@@ -178,6 +179,8 @@ def load_roles(*dirs: str | Path | None) -> dict[str, Role]:
     Args:
         *dirs: Folders of role files, in increasing priority. None and folders that
             do not exist are skipped.
+        check: Called with every role that will be used (the permission matrix's check);
+            it raises RoleFileError to refuse one.
 
     Returns:
         Roles by id: the Team Leader first, then the others in load order.
@@ -193,15 +196,25 @@ def load_roles(*dirs: str | Path | None) -> dict[str, Role]:
     for directory in dirs:
         if directory is not None:
             roles.update(_load_directory(Path(directory).expanduser()))
+    if check is not None:
+        for role in roles.values():
+            check(role)
     leader = roles.pop(LEADER_ROLE_ID, None)
     return ({LEADER_ROLE_ID: leader} if leader else {}) | roles
 
 
-def load_written_roles(directory: str | Path) -> tuple[dict[str, Role], dict[str, RoleFileError]]:
+def load_written_roles(
+    directory: str | Path, *, check: Callable[[Role], None] | None = None
+) -> tuple[dict[str, Role], dict[str, RoleFileError]]:
     """Load the role files a team wrote itself, skipping (not raising on) broken ones.
 
     NOTE: a role file the team wrote (``create_custom_agent``) must never make the
     home unusable: a broken one is reported, and the team compiles without it.
+
+    Args:
+        directory: The team's own roles folder (``<home>/roles``).
+        check: Called with every role (the permission matrix's check); a role it
+            refuses is skipped like a broken file.
 
     Returns:
         The roles by id, and the problems by file path.
@@ -216,6 +229,8 @@ def load_written_roles(directory: str | Path) -> tuple[dict[str, Role], dict[str
             continue
         try:
             role = parse_role_file(path)
+            if check is not None:
+                check(role)
         except RoleFileError as exc:
             problems[str(path)] = exc
             continue

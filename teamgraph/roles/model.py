@@ -12,7 +12,10 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 
-ToolSetName = Literal["leader", "member", "files", "protocols", "collaboration", "sessions", "teammates"]
+ToolSetName = Literal[
+    "leader", "member", "files", "protocols", "collaboration", "sessions", "teammates", "skills", "skill_admin",
+    "tasks", "admin", "commands"
+]
 """A tool set a role may use; each maps to one module in ``teamgraph.tools``."""
 
 ThinkingMode = Literal["fast", "deep"]

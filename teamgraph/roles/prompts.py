@@ -6,7 +6,7 @@ roster and the open questions an agent sees are always current.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from teamgraph.roles.model import Role
@@ -232,13 +232,29 @@ def _roster(agents: Mapping[str, Mapping[str, Any]], me: str) -> str:
 
 def _board(team: Mapping[str, Any]) -> str:
     plan = team.get("plan")
-    if not plan:
+    if not plan and not team.get("board"):
         return ""
-    lines = [f"# Plan {plan['id']}: {plan['status']}"]
+    lines = [f"# Plan {plan['id']}: {plan['status']}" if plan else "# Task board"]
     for task in team.get("board", []):
         after = f" (after {', '.join(task['depends_on'])})" if task.get("depends_on") else ""
-        lines.append(f"- {task['id']} [{task['status']}] {task['title']} ({task.get('role_id') or 'any role'}){after}")
+        who = task.get("assignee") or task.get("role_id") or "any role"
+        lines.append(f"- {task['id']} [{task['status']}] {task['title']} ({who}){after}")
     return "\n".join(lines)
+
+
+def skills_section(skills: Sequence[Mapping[str, str]]) -> str:
+    """The skills an agent was given: name and description only (it reads a body with read_skill)."""
+    if not skills:
+        return ""
+    lines = "\n".join(f"- {s['name']}: {s['description']}" for s in skills)
+    return f"# Your skills\nWhen a task matches a skill, read its instructions with read_skill(name) first.\n{lines}"
+
+
+def endowed_skills(team: Mapping[str, Any], *, name: str, role_id: str) -> list[Mapping[str, str]]:
+    """The skills given to agent ``name`` and to its role (``endow_skills``), each once."""
+    endowments = team.get("endowments") or {}
+    merged = {s["name"]: s for s in [*endowments.get(role_id, []), *endowments.get(name, [])]}
+    return list(merged.values())
 
 
 def leader_prompt(
@@ -289,9 +305,10 @@ def member_prompt(
         f"# Your role: {role.name}\n{role.prompt}",
         f"# You are {name}.\nThe team now:\n{_roster(agents, name)}",
         _board(team),
+        skills_section(endowed_skills(team, name=name, role_id=role.id)),
     ]
     if role.require_plan:
         parts.append("Your role requires an approved plan: call submit_plan and wait for approval before you use your work tools.")
     if role.thinking_mode == "deep":
         parts.append(DEEP_THINKING)
-    return "\n\n".join(parts)
+    return "\n\n".join(p for p in parts if p)

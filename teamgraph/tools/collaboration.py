@@ -156,7 +156,7 @@ def make_collaboration_tools(runtime: TeamRuntime) -> list[BaseTool]:
         task_name: str | None = None,
         files: list[str] | None = None,
     ):
-        """Assign work to an agent (the master's tool); it lands on the task board if there is one.
+        """Assign work to an agent (master and task manager); it lands on the task board if there is one.
 
         Args:
             agent: The agent's display name.
@@ -165,8 +165,7 @@ def make_collaboration_tools(runtime: TeamRuntime) -> list[BaseTool]:
             task_name: A short name for the task (the board's title).
             files: Paths inside the project folder.
         """
-        if caller(view) != LEADER:
-            raise fail("Only the master (the Team Leader) assigns work. Use call_agent to ask a peer.")
+        # NOTE: who may assign work is the permission matrix's call (the master and the task manager).
         body = addressed_message(runtime, view, agent, task, project_name, task_name, files)
         assigned = [effects.deliver(to=agent, body=body, type="task")]
         note = ""

@@ -1,9 +1,14 @@
-"""Safe work tools: read, write and list files inside the team's project folder."""
+"""Safe work tools: read, write and list files inside the thread's project folder.
+
+Each thread works in ``<home>/project/<project_name>/`` (default project name: the
+thread id), so two threads never overwrite each other's files.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from langchain_core.runnables import ensure_config
 from langchain_core.tools import BaseTool, tool
 
 from teamgraph.runtime import TeamRuntime
@@ -17,18 +22,21 @@ def resolve_inside(root: Path, path: str) -> Path:
 
     Args:
         root: The folder the tools may touch.
-        path: A path relative to ``root`` (``project/`` prefixes are tolerated).
+        path: A path relative to ``root``, or an absolute path inside it (seed 000 asks
+            for absolute paths).
 
     Returns:
         The absolute, resolved path.
     """
-    relative = Path(path)
-    if relative.is_absolute():
-        raise fail(f"'{path}' is an absolute path. Use a path relative to the project folder, e.g. 'web/login.html'.")
-    # NOTE: resolve() follows symlinks, so a link that points outside is refused too.
-    target = (root / relative).resolve()
-    if target != root.resolve() and root.resolve() not in target.parents:
-        raise fail(f"'{path}' is outside the project folder. Use a path inside it, e.g. 'notes/plan.md'.")
+    # NOTE: resolve() follows symlinks, so a link that points outside is refused too;
+    # an absolute path simply replaces root in the join.
+    top = root.resolve()
+    target = (root / Path(path)).resolve()
+    if target != top and top not in target.parents:
+        raise fail(
+            f"'{path}' is outside the project folder. Use a path relative to it, e.g. 'notes/plan.md', "
+            f"or an absolute path inside {top}."
+        )
     return target
 
 
@@ -55,18 +63,18 @@ def read_range(text: str, path: str, *, offset: int, limit: int) -> str:
 
 
 def make_file_tools(runtime: TeamRuntime) -> list[BaseTool]:
-    """Build ``read_file``, ``write_file`` and ``list_files`` over the project folder.
+    """Build ``read_file``, ``write_file`` and ``list_files`` over the thread's project folder.
 
     Args:
-        runtime: The team runtime; its ``project_dir`` is the only folder they touch.
+        runtime: The team runtime; ``project_folder(config)`` is the only folder they touch.
 
     Returns:
         The three tools.
     """
 
     def root() -> Path:
-        runtime.project_dir.mkdir(parents=True, exist_ok=True)
-        return runtime.project_dir
+        # NOTE: a tool runs inside its call's config context (thread id, project_name).
+        return runtime.project_folder(ensure_config())
 
     @tool
     def read_file(path: str, offset: int = 0, limit: int = MAX_READ_CHARS) -> str:

@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 from typing import Annotated, Literal
 
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, InjectedToolCallId, tool
 from langgraph.prebuilt import InjectedState
-from pydantic import ValidationError
 
 from teamgraph.messaging import effects
 from teamgraph.messaging.envelopes import LEADER
 from teamgraph.protocols.requests import ASK, is_pending
-from teamgraph.roles import Role
+from teamgraph.roles.model import Level, ToolSetName
 from teamgraph.runtime import TeamRuntime
 from teamgraph.tools.context import (
     View,
@@ -25,6 +25,7 @@ from teamgraph.tools.context import (
     reply,
     require_member,
 )
+from teamgraph.tools.skills import governed
 
 
 def require_approved_plan(runtime: TeamRuntime, view: View) -> None:
@@ -169,10 +170,13 @@ def make_leader_tools(runtime: TeamRuntime) -> list[BaseTool]:
         name: str,
         description: str,
         prompt: str,
-        tool_call_id: Annotated[str, InjectedToolCallId],
+        view: Annotated[View, InjectedState("view")],
+        config: RunnableConfig,
         model: str | None = None,
         thinking_mode: Literal["fast", "deep"] | None = None,
-    ):
+        tools: list[ToolSetName] | None = None,
+        level: Level = "L4",
+    ) -> str:
         """Create a new role, saved as a role file: usable at once and after a restart.
 
         Args:
@@ -182,30 +186,14 @@ def make_leader_tools(runtime: TeamRuntime) -> list[BaseTool]:
             prompt: The role prompt: what it does, how it works, what it outputs.
             model: Optional model for this role, e.g. "openai:gpt-4o-mini".
             thinking_mode: "fast" (default) or "deep".
+            tools: Tool sets, e.g. ["member", "files"] (the default); they must fit the level.
+            level: Permission level, L4 (default) to L1; above L4 is a sensitive operation.
         """
-        fields = {"id": id, "name": name, "description": description, "prompt": prompt}
-        if model:
-            fields["model"] = model
-        if thinking_mode:
-            fields["thinking_mode"] = thinking_mode
-        try:
-            role = Role(**fields, source="custom")
-        except ValidationError as exc:
-            problems = "; ".join(f"{e['loc'][0]}: {e['msg']}" for e in exc.errors())
-            raise fail(f"Invalid role: {problems}.") from None
-        if id in runtime.roles and not runtime.is_written_role(id, role):
-            raise fail(f"A role with id '{id}' already exists. Choose another id.")
-        try:
-            # NOTE: a model this team cannot build is refused now, not at the member's first step.
-            runtime.model_for(role)
-        except Exception as exc:  # noqa: BLE001 - whatever the factory raises, the leader is told
-            raise fail(f"model {model!r} cannot be used by this team: {exc}. Omit model to use the team's own.") from None
-        runtime.add_role(role)
-        return reply(
-            f"Role '{role.id}' ({role.name}) created. Create members with "
-            f"create_sub_agent(role_id='{role.id}').",
-            tool_call_id,
-        )
+        fields = {
+            "id": id, "name": name, "description": description, "prompt": prompt,
+            "model": model, "thinking_mode": thinking_mode, "tools": tools, "level": level,
+        }
+        return governed(runtime, "create_custom_agent", fields, view, config)
 
     @tool
     def list_agents() -> str:

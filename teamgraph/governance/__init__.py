@@ -1,0 +1,7 @@
+"""Governance (seed 000 §4): the permission matrix, sensitive operations, skills, the task board, commands.
+
+``matrix`` is the declarative table (levels, role grants and limits, sensitive
+operations) with its YAML overrides; ``gate`` checks every tool call against it;
+``operations`` performs the governed acts, at once or after an approval; ``skills``,
+``board``, ``admin`` and ``commands`` are the stores and executors the tools use.
+"""

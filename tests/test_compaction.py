@@ -225,9 +225,9 @@ def test_the_leader_sees_its_budget_and_gets_one_notice_past_a_reference(tmp_pat
 
 def test_a_5_mb_file_is_cut_for_the_model_with_a_note_that_read_file_follows(tmp_path):
     home = tmp_path / "home"
-    (home / "project" / "data").mkdir(parents=True)
+    (home / "project" / "big" / "data").mkdir(parents=True)  # the thread "big"'s project folder
     text = "".join(f"line {n:07d}\n" for n in range(400_000))  # 5 200 000 characters
-    (home / "project" / "data" / "big.txt").write_text(text)
+    (home / "project" / "big" / "data" / "big.txt").write_text(text)
     script = {
         LEADER: [act(call("create_sub_agent", role_id="researcher", task="Read data/big.txt.")), *quiet(4)],
         R1: [

@@ -114,8 +114,20 @@ class TeamView:
             self.scheduled = list(team.get("scheduled") or [])
             self.tick = team.get("tick", self.tick)
             if "board" in team:
-                self.board = [dict(t) for t in team.get("board") or ()]
+                events.extend(self.take_board(team.get("board")))
         return events
+
+    def take_board(self, board: Any) -> list[str]:
+        """Take the task board from a team update; return a line per task added or moved."""
+        if not isinstance(board, list):
+            return []
+        before = {t.get("id"): t.get("status") for t in self.board}
+        self.board = [dict(t) for t in board]
+        return [
+            f"▣ {t.get('id')} {one_line(str(t.get('title') or ''))[:60]}: {before.get(t.get('id')) or 'new'} → {t.get('status')}"
+            for t in self.board
+            if before.get(t.get("id")) != t.get("status")
+        ]
 
     def _interrupted(self, update: Any) -> list[str]:
         for interrupt in update or ():

@@ -38,6 +38,7 @@ SET_TOOLS: dict[str, tuple[str, ...]] = {
     ),
     "collaboration": ("call_agent", "call_agents", "assign_agent_work"),
     "sessions": ("sessions_list", "sessions_send", "sessions_spawn"),
+    "teammates": ("spawn_teammate", "list_teammates", "read_inbox", "broadcast", "plan_approval"),
     "skills": ("list_skills", "read_skill"),
     "skill_admin": ("create_skill", "set_skill", "delete_skill", "endow_skills"),
     "tasks": ("list_tasks", "create_task", "set_task_status", "set_task_priority"),
@@ -60,10 +61,10 @@ GOVERNED_TOOLS = (
 DEFAULT_MATRIX: dict[str, Any] = {
     "tool_sets": {
         "leader": "L1", "member": "L4", "files": "L4", "protocols": "L4", "collaboration": "L4", "sessions": "L4",
-        "skills": "L4", "skill_admin": "L1", "tasks": "L2", "admin": "L2", "commands": "L3",
+        "teammates": "L4", "skills": "L4", "skill_admin": "L1", "tasks": "L2", "admin": "L2", "commands": "L3",
     },
     "tools": {
-        "assign_agent_work": "L1", "list_tasks": "L4",
+        "assign_agent_work": "L1", "list_tasks": "L4", "spawn_teammate": "L1",
         "create_task": "L2", "set_task_status": "L2", "set_task_priority": "L2",
         "get_agent_config": "L2", "list_agents": "L2", "get_sub_agent_status": "L2",
         "set_agent_config": "L1", "delete_agent": "L1", "set_permissions": "L1",

@@ -125,3 +125,93 @@ def test_a_member_whose_provider_keeps_failing_is_reported_not_fatal(openai_team
     notices = [m.content for m in team.history(config, LEADER) if m.type == "human"]
     assert any("Researcher_1 failed:" in n and "context too long" in n for n in notices)
     assert out["messages"][-1].content == "Researcher_1 failed; I will answer myself: cookies."
+
+
+# --- nothing a model sends can kill a thread ------------------------------------------------
+
+NOT_OBJECTS = ['"{\\"role_id\\": \\"researcher\\"}"', '["researcher"]', "42", "true"]
+
+
+def _calls(name: str, arguments) -> dict:
+    return {"content": None, "tool_calls": [{"name": name, "arguments": arguments}]}
+
+
+@pytest.mark.parametrize("arguments", NOT_OBJECTS, ids=["double-encoded", "list", "number", "boolean"])
+def test_arguments_that_are_json_but_not_an_object_come_back_as_an_error_to_the_leader(openai_team, arguments):
+    scripts = {
+        LEADER: [
+            _calls("create_sub_agent", arguments),
+            _calls("create_sub_agent", {"role_id": "researcher", "task": "Look it up."}),
+            "",
+            "Done.",
+        ],
+        "Researcher_1": ["Cookies."],
+    }
+    server, team, graph = openai_team(scripts)
+    config = {"configurable": {"thread_id": "bad-leader"}}
+
+    out = graph.invoke({"messages": [("user", "Cookies or JWT?")]}, config)
+
+    first = next(m for m in team.history(config, LEADER) if m.type == "tool")
+    assert first.status == "error" and "not an object" in first.content and "role_id" in first.content
+    assert out["agents"]["Researcher_1"]["status"] == "idle"
+    assert out["messages"][-1].content == "Done."
+
+
+@pytest.mark.parametrize("arguments", NOT_OBJECTS[:2], ids=["double-encoded", "list"])
+def test_a_member_sending_non_object_arguments_is_told_and_goes_on(openai_team, arguments):
+    scripts = {
+        LEADER: [_calls("create_sub_agent", {"role_id": "researcher", "task": "Write notes."}), "", "Done."],
+        "Researcher_1": [
+            _calls("write_file", arguments),
+            _calls("write_file", {"path": "notes.md", "content": "ok"}),
+            "Notes written.",
+        ],
+    }
+    server, team, graph = openai_team(scripts)
+    config = {"configurable": {"thread_id": "bad-member"}}
+
+    out = graph.invoke({"messages": [("user", "Notes please")]}, config)
+
+    results = [m for m in team.history(config, "Researcher_1") if m.type == "tool"]
+    assert results[0].status == "error" and "not an object" in results[0].content
+    assert out["agents"]["Researcher_1"]["status"] == "idle"
+    assert (team.runtime.project_folder(config) / "notes.md").read_text() == "ok"
+
+
+@pytest.mark.parametrize("seconds", ["1e12", "NaN", "1e400", "-5"])
+def test_absurd_time_outs_are_refused_and_the_thread_goes_on(openai_team, seconds):
+    send = '{"sessionKey": "Researcher_1", "message": "Status?", "timeoutSeconds": ' + seconds + "}"
+    scripts = {
+        LEADER: [
+            _calls("create_sub_agent", {"role_id": "researcher"}),
+            _calls("sessions_send", send),
+            "Done.",
+            "Done again.",
+        ],
+        "Researcher_1": [],
+    }
+    server, team, graph = openai_team(scripts)
+    config = {"configurable": {"thread_id": "timeouts"}}
+
+    out = graph.invoke({"messages": [("user", "Go")]}, config)
+
+    result = [m for m in team.history(config, LEADER) if m.type == "tool"][-1]
+    assert result.status == "error" and "timeoutSeconds" in result.content
+    assert out["messages"][-1].content == "Done."
+    graph.invoke({"messages": [("user", "Again")]}, config)  # the thread can still continue
+
+
+def test_a_custom_role_with_a_model_the_team_cannot_build_is_refused_and_the_home_stays_usable(openai_team, tmp_path):
+    role = {"id": "analyst", "name": "Analyst", "description": "Analyses.", "prompt": "Analyse.", "model": "nosuchprovider:x"}
+    scripts = {LEADER: [_calls("create_custom_agent", role), "Done.", "Done again."]}
+    server, team, graph = openai_team(scripts)
+    config = {"configurable": {"thread_id": "custom"}}
+
+    out = graph.invoke({"messages": [("user", "Make a role")]}, config)
+
+    result = next(m for m in team.history(config, LEADER) if m.type == "tool")
+    assert result.status == "error" and "nosuchprovider:x" in result.content
+    assert out["messages"][-1].content == "Done."
+    assert not (tmp_path / "roles" / "analyst.md").exists()
+    Team(model="openai:gpt-test", home=tmp_path).compile()  # a new process could open the home

@@ -24,7 +24,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 
 from teamgraph.audit.log import write_committed
-from teamgraph.messaging import envelopes, results
+from teamgraph.messaging import effects, envelopes, results
 from teamgraph.governance import board as task_board
 from teamgraph.governance.operations import execute_approved, is_governed
 from teamgraph.messaging.envelopes import LEADER, clip
@@ -69,9 +69,6 @@ def new_agent(name: str, role_id: str, *, index: int, created_by: str | None, no
         "task": None,
     }
 
-
-MAX_WAIT_SECONDS = 7 * 24 * 3600.0
-"""The longest time-out a wait may have (a week)."""
 
 PHASE = {"step": 1, "stop": 2, "terminate": 2, "human_answer": 3, "resume_error": 3}
 """The phase of each effect kind in a router pass (kinds not listed: 0)."""
@@ -163,6 +160,9 @@ class RouterPass:
             getattr(self, f"on_{effect['kind']}")(effect)
         self.expire_deadlines()
         self.settle()
+        if self.team.get("board"):
+            # NOTE: task statuses follow the work: a member that starts, ends or fails its turn moves its tasks.
+            self.team["board"] = task_board.follow_work(self.team["board"], self._agents_before, self.agents)
         return self.updates(self.schedule())
 
     def ensure_leader(self) -> None:
@@ -359,7 +359,7 @@ class RouterPass:
         if timeout:
             # NOTE: the tools refuse absurd time-outs; a bound here keeps a bad value from
             # ever raising in the router (a thread that cannot continue).
-            seconds = min(float(timeout), MAX_WAIT_SECONDS) if math.isfinite(timeout) else MAX_WAIT_SECONDS
+            seconds = min(float(timeout), effects.MAX_WAIT_SECONDS) if math.isfinite(timeout) else effects.MAX_WAIT_SECONDS
             deadline = (self.runtime.clock.now() + timedelta(seconds=seconds)).isoformat()
         if kind == ASK and effect["details"].get("to_user"):
             to, route, decider = "user", HUMAN, "human"
@@ -621,6 +621,7 @@ class RouterPass:
         record["steps"] += 1
         record["turn_steps"] += 1
         record["tool_calls"] += effect["tool_calls"]
+        record["tokens"] = record.get("tokens", 0) + effect.get("tokens", 0)
         if effect.get("error"):
             self.end_agent(name, FAILED, reason=effect["error"])
             self.post(LEADER, envelopes.notice(f"{name} failed: {clip(effect['error'], 300)}"), sender="router")

@@ -28,6 +28,9 @@ STEP = "step"
 
 ReplyVia = Literal["tool", "output"]
 
+MAX_WAIT_SECONDS = 7 * 24 * 3600
+"""The longest time-out a wait may have (a week): tools refuse more, the router bounds it."""
+
 
 def spawn(*, role_id: str, name: str, task: str | None) -> Effect:
     """Create a member ``name`` of role ``role_id`` and optionally give it a task."""
@@ -128,7 +131,7 @@ def board_add(*, title: str, assignee: str | None) -> Effect:
 
 
 def step(
-    *, message_index: int | None, ended_turn: bool, tool_calls: int, deferred: list[str]
+    *, message_index: int | None, ended_turn: bool, tool_calls: int, deferred: list[str], tokens: int = 0
 ) -> Effect:
     """Summarize one agent step for the router (written by the step node, not a tool).
 
@@ -138,6 +141,7 @@ def step(
         ended_turn: Whether the model ended its turn (no tool calls).
         tool_calls: How many tool calls it made.
         deferred: The calls left open for the router to answer.
+        tokens: The tokens the provider reported for the step's model calls.
     """
     return {
         "kind": STEP,
@@ -145,6 +149,7 @@ def step(
         "ended_turn": ended_turn,
         "tool_calls": tool_calls,
         "deferred": deferred,
+        "tokens": tokens,
     }
 
 

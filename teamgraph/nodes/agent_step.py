@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 from typing_extensions import TypedDict
 
-from langchain_core.messages import AnyMessage, SystemMessage
+from langchain_core.messages import AIMessage, AnyMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph._internal._constants import (
     CONFIG_KEY_CHECKPOINTER,
@@ -236,6 +236,7 @@ def run_step(
             ended_turn=not calls,
             tool_calls=len(calls),
             deferred=[c for c in calls if c not in answered],
+            tokens=sum(m.usage_metadata["total_tokens"] for m in step_messages if isinstance(m, AIMessage) and m.usage_metadata),
         )
         new.extend(step_messages)
         outbox.extend({**e, "agent": name} for e in (*result["effects"], summary))

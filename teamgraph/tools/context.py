@@ -8,6 +8,7 @@ through ``Command``, effects for the router.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from langchain_core.messages import ToolMessage
@@ -62,6 +63,20 @@ def reply(text: str, tool_call_id: str, *effects: dict[str, Any]) -> Command:
 def defer(*effects: dict[str, Any]) -> Command:
     """No result yet: the tool call stays open until the router answers it."""
     return Command(update={"effects": list(effects)})
+
+
+def check_seconds(name: str, value: float, *, zero: str) -> None:
+    """Refuse a time-out that is negative, not a number, infinite or longer than a week.
+
+    Args:
+        name: The argument's name, for the error.
+        value: The seconds given.
+        zero: What 0 means for this argument (e.g. "fire-and-forget").
+    """
+    if not math.isfinite(value) or not 0 <= value <= effects.MAX_WAIT_SECONDS:
+        raise fail(
+            f"{name} must be 0 ({zero}) or a number of seconds up to {effects.MAX_WAIT_SECONDS} (a week); got {value!r}."
+        )
 
 
 def fail(problem: str) -> ToolException:

@@ -20,6 +20,7 @@ from teamgraph.messaging.envelopes import LEADER
 from teamgraph.protocols.requests import QUESTION, RUN
 from teamgraph.runtime import TeamRuntime
 from teamgraph.tools.context import (
+    check_seconds,
     ACTIVE_STATUSES,
     View,
     caller,
@@ -124,6 +125,8 @@ def spawn_target(runtime: TeamRuntime, view: View, agent_id: str | None) -> tupl
         The child's session key and the effects that create it (none for a live session).
     """
     me = caller(view)
+    if agent_id == LEADER:
+        raise fail("The Team Leader takes no background runs: use ask_master to ask it, or give a member or a role id.")
     if agent_id is not None and agent_id in view["agents"]:
         require_session(view, agent_id)
         return agent_id, []
@@ -179,8 +182,7 @@ def make_session_tools(runtime: TeamRuntime) -> list[BaseTool]:
             contextSummary: What the target should know besides: decisions, files, who does what.
         """
         require_session(view, sessionKey)
-        if timeoutSeconds < 0:
-            raise fail("timeoutSeconds must be 0 (fire-and-forget) or a positive number of seconds.")
+        check_seconds("timeoutSeconds", timeoutSeconds, zero="fire-and-forget")
         if timeoutSeconds > 0 and sessionKey == LEADER:
             raise fail(
                 "To ask the Team Leader and wait, use ask_master; sessions_send with timeoutSeconds=0 only notifies it."
@@ -235,8 +237,7 @@ def make_session_tools(runtime: TeamRuntime) -> list[BaseTool]:
             runTimeoutSeconds: Stop the run after this many seconds (0: no limit).
             cleanup: "keep" the child afterwards, or "delete" it once it has reported.
         """
-        if runTimeoutSeconds < 0:
-            raise fail("runTimeoutSeconds must be 0 (no limit) or a positive number of seconds.")
+        check_seconds("runTimeoutSeconds", runTimeoutSeconds, zero="no limit")
         me = caller(view)
         child, spawned = spawn_target(runtime, view, agentId)
         header = (

@@ -33,6 +33,8 @@ class Policy(BaseModel):
             messages to a member wait for the end of its slice.
         max_turn_steps: Model calls one agent may make in one turn before the
             router stops that turn (a loop guard); the leader is told.
+        max_model_calls: Model calls the whole team may make for one user message (a
+            run); past it every member is stopped and the leader asked to report.
         max_ping_pong: Rounds a requester and its target may go back and forth
             after a blocking ``sessions_send`` (docs/protocols.md); ``REPLY_SKIP`` ends it sooner.
         peer_traffic: How member-to-member traffic reaches the leader:
@@ -74,6 +76,7 @@ class Policy(BaseModel):
     slice_steps: int = Field(default=1, ge=1)
     max_turn_steps: int = Field(default=50, ge=1)
     max_ping_pong: int = Field(default=5, ge=0)
+    max_model_calls: int = Field(default=2000, ge=1)
     peer_traffic: Literal["notice", "full"] = "notice"
     leader_reminders: int = Field(default=1, ge=0)
     context_tokens: int | None = Field(default=None, ge=1000)

@@ -87,17 +87,18 @@ def test_the_task_manager_assigns_work_and_keeps_the_board(run_team):
             r1: [lambda messages: prompts.append(messages[0].text) or "Survey done."],
         }
     )
-    # The board reaches members' prompts without a plan, with each task's assignee.
-    shown = "# Task board\n- task_1 [todo] Survey (Researcher_1)\n- task_2 [blocked] Report (any role) (after task_1)"
+    # The board reaches members' prompts without a plan, with each task's assignee (its work has started).
+    shown = "# Task board\n- task_1 [in_progress] Survey (Researcher_1)\n- task_2 [blocked] Report (any role) (after task_1)"
     assert shown in prompts[0]
     assert run.tool_texts(tm, "assign_agent_work") == [f"Work assigned to {r1}."]
     assert "Do the survey." in run.inbox_texts(r1)[0] and f"Task from {tm}" in run.inbox_texts(r1)[0]
     assert run.tool_texts(tm, "create_task") == ["task_1 added (todo, high).", "task_2 added (blocked, normal)."]
     assert errors_of(run, tm) == ["Error: No task 'task_9' on the board. Tasks: task_1, task_2."]
     board = {t["id"]: (t["title"], t["assignee"], t["priority"], t["status"]) for t in run.values["team"]["board"]}
-    assert board == {"task_1": ("Survey", r1, "high", "in_progress"), "task_2": ("Report", None, "low", "blocked")}
+    # NOTE: the board follows the work: the survey is done once its member ended its turn, and the report unblocked.
+    assert board == {"task_1": ("Survey", r1, "high", "done"), "task_2": ("Report", None, "low", "todo")}
     assert run.tool_texts(tm, "list_tasks") == [
-        f"task_1 [in_progress] (high) Survey · {r1} — assigned\ntask_2 [blocked] (low) Report · unassigned after task_1"
+        f"task_2 [todo] (low) Report · unassigned after task_1\ntask_1 [done] (high) Survey · {r1} — assigned"
     ]
 
 

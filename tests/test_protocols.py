@@ -130,7 +130,7 @@ def test_require_plan_refuses_dispatch_until_a_plan_is_approved_and_a_rejection_
     assert team["plan"] == {"id": "plan_2", "status": "approved", "summary": "Research X, then write it up.", "complexity": "medium"}
     assert team["board"] == [
         {"id": "task_1", "title": "Find facts", "role_id": "researcher", "depends_on": [], "status": "done",
-         "updated_by": MEMBER, "note": "facts.md"},
+         "updated_by": MEMBER, "note": "facts.md", "assignee": MEMBER},  # NOTE: claimed when its work started
         {"id": "task_2", "title": "Write it up", "role_id": None, "depends_on": ["task_1"], "status": "done",
          "updated_by": LEADER, "note": "written"},
     ]

@@ -455,11 +455,11 @@ def test_sessions_errors_name_the_problem_and_what_to_do(clocked_team):
         unknown.format(R2),
         "Error: That session is you: you cannot send to yourself.",
         "Error: To ask the Team Leader and wait, use ask_master; sessions_send with timeoutSeconds=0 only notifies it.",
-        "Error: timeoutSeconds must be 0 (fire-and-forget) or a positive number of seconds.",
+        "Error: timeoutSeconds must be 0 (fire-and-forget) or a number of seconds up to 604800 (a week); got -1.0.",
         bad_agent.format("wizard"),
         bad_agent.format("team-leader"),
         unknown.format(R2),
-        "Error: runTimeoutSeconds must be 0 (no limit) or a positive number of seconds.",
+        "Error: runTimeoutSeconds must be 0 (no limit) or a number of seconds up to 604800 (a week); got -5.0.",
     ]
     assert run.requests() == {}
     assert set(run.agents()) == {LEADER, LIAISON, R1, R2}

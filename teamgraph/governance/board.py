@@ -126,7 +126,9 @@ def work_event(board: Sequence[Task], *, agent: str, role_id: str, event: WorkEv
             t.get("assignee") == agent or (not t.get("assignee") and t.get("role_id") == role_id))]
         if not mine:
             return list(board)
-        first = min(mine, key=lambda t: (-PRIORITIES.index(t.get("priority", "normal")), t["id"]))
+        # NOTE: a task assigned to the member by name comes before one it would claim for its role.
+        first = min(mine, key=lambda t: (
+            t.get("assignee") != agent, -PRIORITIES.index(t.get("priority", "normal")), t["id"]))
         return [
             Task(**{**t, "status": "in_progress", "assignee": agent, "updated_by": by}) if t is first else t
             for t in board

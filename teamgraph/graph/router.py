@@ -174,6 +174,8 @@ class RouterPass:
         for message in self._user_messages[seen:]:
             if isinstance(message, HumanMessage):
                 self.post(LEADER, message.text, sender="user")
+                # NOTE: a new task from the user: a new run, with a fresh model-call budget.
+                self.team["run_calls"] = 0
         self.team["user_seen"] = len(self._user_messages)
 
     def schedule(self) -> list[str]:
@@ -272,7 +274,7 @@ class RouterPass:
         if not record["inbox"] or record["waits"] or record["status"] in ENDED:
             return
         if record["status"] != RUNNING:
-            if not any(m["wake"] for m in record["inbox"]):
+            if not any(m["wake"] for m in record["inbox"]) or (name != LEADER and self.budget_spent()):
                 return
             record.update(status=RUNNING, turn=record["turn"] + 1, turn_steps=0)
         inbox, record["inbox"] = record["inbox"], []
@@ -621,6 +623,7 @@ class RouterPass:
         record["steps"] += 1
         record["turn_steps"] += 1
         record["tool_calls"] += effect["tool_calls"]
+        self.team["run_calls"] = self.team.get("run_calls", 0) + 1
         record["tokens"] = record.get("tokens", 0) + effect.get("tokens", 0)
         if effect.get("error"):
             self.end_agent(name, FAILED, reason=effect["error"])
@@ -643,6 +646,7 @@ class RouterPass:
                 self.continue_conversation(conversation, LEADER, text)
             elif effect["ended_turn"] and text:
                 self.replies.append(AIMessage(content=text, name=LEADER))
+                self.team["reported"] = self.team.get("user_seen", 0)
         else:
             self.member_output(name, text, ended_turn=effect["ended_turn"])
         if record["status"] == RUNNING and record["turn_steps"] >= self.policy.max_turn_steps:
@@ -820,7 +824,8 @@ class RouterPass:
     # -- settling ------------------------------------------------------------
 
     def settle(self) -> None:
-        """Deliver inboxes; if nobody can run, unblock the team (never hang)."""
+        """Deliver inboxes; if nobody can run, unblock the team (never hang); end with the leader's report."""
+        self.enforce_budget()
         while True:
             self.break_cycles()
             for name in self.agents:
@@ -829,8 +834,42 @@ class RouterPass:
                 return
             if self.remind_leader():
                 continue
-            if self.human_pending() or not self.break_newest_wait():
-                return  # paused for a person, or finished
+            if self.human_pending():
+                return  # paused for a person
+            if not self.break_newest_wait() and not self.ask_for_report():
+                return  # finished
+
+    def budget_spent(self) -> bool:
+        """Whether this run used up ``Policy.max_model_calls``."""
+        return self.team.get("run_calls", 0) >= self.policy.max_model_calls
+
+    def enforce_budget(self) -> None:
+        """Past the run's model-call budget, every member stops and the leader is told (once)."""
+        if not self.budget_spent() or self.team.get("budget_told") == self.team.get("user_seen"):
+            return
+        self.team["budget_told"] = self.team.get("user_seen")
+        stopped = []
+        for name, record in self.agents.items():
+            if name != LEADER and record["status"] in (RUNNING, WAITING):
+                self.cancel_waits(name, "Cancelled: the team used up its model-call budget for this run.")
+                record.update(status=STOPPED, last_action="stopped: the run's model-call budget is used up")
+                stopped.append(name)
+        listing = ", ".join(stopped) or "none was working"
+        self.post(LEADER, envelopes.notice(
+            f"The team used {self.team['run_calls']} model calls, its budget for this run (Policy.max_model_calls). "
+            f"Members stopped: {listing}. Report to the user now what was done and what is left."
+        ), sender="router")
+
+    def ask_for_report(self) -> bool:
+        """The team is idle but the leader has not answered the user's last message: ask it (once)."""
+        seen = self.team.get("user_seen", 0)
+        if not seen or self.team.get("reported", 0) >= seen or self.team.get("report_asked") == seen:
+            return False
+        if self.agents[LEADER]["status"] in ENDED or self.agents[LEADER]["waits"]:
+            return False
+        self.team["report_asked"] = seen
+        self.post(LEADER, envelopes.notice("Your team is idle and the user has no answer yet: report what was done and what is left."), sender="router")
+        return True
 
     def remind_leader(self) -> bool:
         """Questions the leader left unanswered: remind it, then let the askers go on."""

@@ -138,11 +138,11 @@ def test_require_plan_refuses_dispatch_until_a_plan_is_approved_and_a_rejection_
     assert run.tool_texts(LEADER, "update_task") == ["task_2 is done."]
     # The board is in the leader's context (and the member's), updated as tasks move.
     assert [board_section(p) for p in prompts] == [
-        "# Plan plan_2: approved\n- task_1 [todo] Find facts (researcher)\n- task_2 [todo] Write it up (any role) (after task_1)",
-        "# Plan plan_2: approved\n- task_1 [done] Find facts (researcher)\n- task_2 [todo] Write it up (any role) (after task_1)",
-        "# Plan plan_2: approved\n- task_1 [done] Find facts (researcher)\n- task_2 [done] Write it up (any role) (after task_1)",
+        "# Plan plan_2: approved\n- task_1 [in_progress] Find facts (Researcher_1)\n- task_2 [todo] Write it up (any role) (after task_1)",
+        "# Plan plan_2: approved\n- task_1 [done] Find facts (Researcher_1)\n- task_2 [todo] Write it up (any role) (after task_1)",
+        "# Plan plan_2: approved\n- task_1 [done] Find facts (Researcher_1)\n- task_2 [done] Write it up (any role) (after task_1)",
     ]
-    assert "- task_1 [todo] Find facts (researcher)" in member_prompts[0]
+    assert "- task_1 [in_progress] Find facts (Researcher_1)" in member_prompts[0]
     assert run.values["messages"][-1].content == "Report: X explained."
 
 

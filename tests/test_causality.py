@@ -69,3 +69,59 @@ def test_an_answer_to_a_question_whose_asker_is_stopped_meanwhile_still_reaches_
     assert run.request("ask_1")["status"] == "answered"
     assert not [e for e in run.tool_results("Full-Stack Engineer_1") if e.status == "error"]
     assert_team_invariants(run.values)
+
+
+# --- a run always ends with the leader's report -------------------------------------------------
+
+
+def _chatter(other: str):
+    """A member that keeps messaging the other member, forever."""
+
+    def play(messages):
+        n = sum(isinstance(m, AIMessage) for m in messages)
+        return act(call("send_message", to=other, content=f"ping {n}"))  # never the same call twice
+
+    return [play] * 200
+
+
+def _report_when_told(messages):
+    last = str(messages[-1].content)
+    return "Report: the members were stopped." if "Report to the user" in last or "report what" in last else ""
+
+
+def test_two_members_messaging_each_other_forever_are_stopped_by_the_run_budget(run_team):
+    a, b = "Researcher_1", "Researcher_2"
+    run = run_team(
+        {
+            LEADER: [
+                act(call("create_sub_agent", role_id="researcher", task="Talk to Researcher_2."),
+                    call("create_sub_agent", role_id="researcher", task="Talk to Researcher_1.")),
+                *[_report_when_told] * 60,
+            ],
+            a: _chatter(b),
+            b: _chatter(a),
+        },
+        policy=Policy(max_model_calls=40, max_turn_steps=1000),
+    )
+    assert run.user_replies()[-1] == "Report: the members were stopped."
+    assert {run.status(a), run.status(b)} == {"stopped"}
+    member_calls = run.ai_count(a) + run.ai_count(b)
+    assert 40 - 2 <= member_calls <= 40 + 2  # the calls in flight when the budget ran out
+    assert_team_invariants(run.values)
+
+
+def test_members_stopped_by_their_step_budget_still_end_the_run_with_the_leaders_report(run_team):
+    run = run_team(
+        {
+            LEADER: [
+                act(call("create_sub_agent", role_id="researcher", task="Loop.")),
+                "",  # the leader ends its turn silently while the member works
+                *[_report_when_told] * 10,
+            ],
+            "Researcher_1": [act(call("list_files"))] * 10,
+        },
+        policy=Policy(max_turn_steps=3),
+    )
+    assert run.status("Researcher_1") == "stopped"
+    assert run.user_replies() == ["Report: the members were stopped."]
+    assert_team_invariants(run.values)

@@ -15,6 +15,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
+
+from teamgraph.graph.guarded import ResumeValueError
 from langchain_core.messages import SystemMessage
 from pydantic import ValidationError
 
@@ -690,9 +692,13 @@ def test_an_empty_resume_changes_nothing(hitl_team):
     first = run.interrupt_of(run.send("Go"))
     before = run.values
 
-    paused = run.interrupt_of(run.resume({}))
+    # NOTE: LangGraph would take {} as an empty interrupt map and drop it silently:
+    # the team graph refuses it with what to send instead.
+    with pytest.raises(ResumeValueError, match="answers nothing"):
+        run.resume({})
 
-    assert paused["requests"] == first["requests"]
+    (task,) = [t for t in run.graph.get_state(run.config).tasks if t.interrupts]
+    assert task.interrupts[0].value["requests"] == first["requests"]
     assert run.values["requests"] == before["requests"]
     assert run.values["histories"] == before["histories"]
 

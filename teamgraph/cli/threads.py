@@ -74,11 +74,29 @@ def list_threads(home: Path) -> list[str]:
         close_checkpointer(saver)
 
 
+RESERVED_IDS_DIR = ".thread-ids"
+"""Thread ids handed out by ``new_thread_id`` (one empty file each), so two runs never share one."""
+
+
 def new_thread_id(home: Path, prefix: str) -> str:
-    """A thread id not used yet in the team's database: ``<prefix>-<n>``, n one more than the largest."""
+    """A thread id not used yet: ``<prefix>-<n>``, n one more than the largest used or reserved.
+
+    NOTE: the id is reserved with an exclusive file create, so two ``teamgraph run``
+    started at the same moment get distinct ids.
+    """
     pattern = re.compile(rf"^{re.escape(prefix)}-(\d+)$")
-    taken = [int(m.group(1)) for t in list_threads(home) if (m := pattern.match(t))]
-    return f"{prefix}-{max(taken, default=0) + 1}"
+    reserved = Path(home) / RESERVED_IDS_DIR
+    reserved.mkdir(parents=True, exist_ok=True)
+    names = [*list_threads(home), *(p.name for p in reserved.iterdir())]
+    number = max((int(m.group(1)) for t in names if (m := pattern.match(t))), default=0) + 1
+    while True:
+        thread = f"{prefix}-{number}"
+        try:
+            (reserved / thread).touch(exist_ok=False)
+        except FileExistsError:
+            number += 1
+            continue
+        return thread
 
 
 def thread_ids(db: Path) -> list[str]:

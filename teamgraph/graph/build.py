@@ -9,6 +9,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import RetryPolicy, Send
 
+from teamgraph.graph.guarded import guarded
 from teamgraph.graph.router import make_router
 from teamgraph.nodes.agent_step import make_generic_member_node, make_step_node
 from teamgraph.nodes.human_gate import make_human_gate
@@ -77,7 +78,9 @@ def build_team_graph(runtime: TeamRuntime, *, checkpointer: Any = None) -> Compi
         return targets or END
 
     builder.add_conditional_edges(ROUTER, route, [*nodes.values(), GENERIC_MEMBER_NODE, HUMAN_NODE, END])
-    graph = builder.compile(checkpointer=checkpointer, name="teamgraph")
+    # NOTE: one run per thread (a lease in the home) wherever the team keeps its own checkpoints.
+    lease_home = runtime.home if checkpointer is not None else None
+    graph = guarded(builder.compile(checkpointer=checkpointer, name="teamgraph"), lease_home=lease_home)
     # NOTE: LangGraph's thread pool is sized from the CPU count; a team must be able
     # to run every scheduled member (and the leader and the human gate) at once.
     config: dict[str, Any] = {

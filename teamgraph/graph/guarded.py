@@ -1,0 +1,88 @@
+"""The compiled team graph, guarded: one run per thread, and resume values LangGraph would mishandle refused.
+
+``Team.compile()`` returns a ``TeamGraph``: a LangGraph ``CompiledStateGraph`` like any
+other (Studio, ``invoke``/``stream``, ``Command(resume=...)``) that checks two things
+before a run starts, and changes nothing when it refuses:
+
+- the thread is not being run by another process or thread (a lease in the home);
+- a resume value reaches the human gate: LangGraph itself raises a TypeError on
+  non-string keys (``{1: "x"}``), crashes on ``resume=None`` and silently ignores
+  ``{}`` (an empty interrupt map), so those are refused here with what to send instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Command
+
+from teamgraph.checkpoints.lease import hold_thread
+
+
+class ResumeValueError(ValueError):
+    """A ``Command(resume=...)`` value that cannot reach the human gate."""
+
+
+def check_resume(value: Any) -> None:
+    """Refuse a resume value LangGraph would crash on or drop.
+
+    Raises:
+        ResumeValueError: With what was wrong and the shape to send.
+    """
+    if not isinstance(value, Command) or value.update is not None or value.goto:
+        return
+    shape = "Command(resume={'ask_1': 'your answer', 'plan_2': {'approve': True, 'feedback': ''}})"
+    resume = value.resume
+    if resume is None:
+        raise ResumeValueError(f"Command(resume=None) carries no answer. Send {{request_id: answer}}, e.g. {shape}.")
+    if isinstance(resume, dict):
+        if not resume:
+            raise ResumeValueError(f"Command(resume={{}}) answers nothing. Send {{request_id: answer}}, e.g. {shape}.")
+        bad = [key for key in resume if not isinstance(key, str)]
+        if bad:
+            raise ResumeValueError(
+                f"resume keys must be request ids (strings like 'ask_1'), got {bad!r}. Nothing was changed; "
+                f"send e.g. {shape}."
+            )
+
+
+class TeamGraph(CompiledStateGraph):
+    """A compiled team graph that holds its thread's lease while it runs (see the module doc)."""
+
+    def __init__(self, *, lease_home: Path | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.lease_home = lease_home
+
+    def _thread(self, config: Any) -> str | None:
+        configurable = {**(self.config or {}).get("configurable", {}), **((config or {}).get("configurable") or {})}
+        thread = configurable.get("thread_id")
+        return None if thread is None else str(thread)
+
+    def stream(self, input: Any, config: Any = None, **kwargs: Any) -> Iterator[Any]:  # noqa: A002
+        check_resume(input)
+        thread = self._thread(config)
+        if self.lease_home is None or thread is None:
+            yield from super().stream(input, config, **kwargs)
+            return
+        with hold_thread(self.lease_home, thread):
+            yield from super().stream(input, config, **kwargs)
+
+    async def astream(self, input: Any, config: Any = None, **kwargs: Any) -> AsyncIterator[Any]:  # noqa: A002
+        check_resume(input)
+        thread = self._thread(config)
+        if self.lease_home is None or thread is None:
+            async for chunk in super().astream(input, config, **kwargs):
+                yield chunk
+            return
+        with hold_thread(self.lease_home, thread):
+            async for chunk in super().astream(input, config, **kwargs):
+                yield chunk
+
+
+def guarded(graph: CompiledStateGraph, *, lease_home: Path | None) -> TeamGraph:
+    """The same compiled graph as a ``TeamGraph`` (leases in ``lease_home``; None: no lease)."""
+    attrs = {k: v for k, v in graph.__dict__.items() if k != "__orig_class__"}
+    return TeamGraph(lease_home=lease_home, **attrs)

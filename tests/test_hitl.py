@@ -15,14 +15,13 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
-from teamgraph.graph.guarded import ResumeValueError
+from fidelity_fixtures import envelopes_in, has_envelope
 from langchain_core.messages import SystemMessage
 from pydantic import ValidationError
+from scripting import act, call
 
 from teamgraph import Policy
-from fidelity_fixtures import envelopes_in, has_envelope
-from scripting import call, act
+from teamgraph.graph.guarded import ResumeValueError
 
 LEADER = "Team Leader"
 MEMBER = "Researcher_1"

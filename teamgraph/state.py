@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Annotated, Any
 
-from langchain_core.messages import AnyMessage
+from langchain_core.messages import AnyMessage, convert_to_messages
 from langgraph.channels import DeltaChannel, Topic
 from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
@@ -34,6 +34,27 @@ def append_histories(
     for write in writes:
         for agent, messages in write.items():
             merged[agent] = [*merged.get(agent, ()), *messages]
+    return merged
+
+
+def append_conversation(current: list[AnyMessage] | None, writes: Sequence[Any]) -> list[AnyMessage]:
+    """``add_messages`` for the user-facing conversation, with ids that replay identically.
+
+    NOTE: ``messages`` is a DeltaChannel, so a checkpoint stores only the new messages
+    instead of the whole conversation again (a 300 KB task used to add 600 KB per
+    leader step). Its writes are replayed on load, so a message without an id gets
+    one from its position (``m-<n>``), never a random one: the same on every replay.
+    Batching-invariant: each write is folded in turn.
+    """
+    merged: list[AnyMessage] = list(current or [])
+    for write in writes:
+        batch = convert_to_messages(write if isinstance(write, list) else [write])
+        fresh = []
+        for offset, message in enumerate(batch):
+            if message.id is None:
+                message = message.model_copy(update={"id": f"m-{len(merged) + offset + 1}"})
+            fresh.append(message)
+        merged = add_messages(merged, fresh)
     return merged
 
 
@@ -67,7 +88,10 @@ class TeamState(TypedDict, total=False):
             router applies them. Cleared every superstep.
     """
 
-    messages: Annotated[list[AnyMessage], add_messages]
+    messages: Annotated[
+        list[AnyMessage],
+        DeltaChannel(append_conversation, snapshot_frequency=HISTORY_SNAPSHOT_FREQUENCY),
+    ]
     histories: Annotated[
         dict[str, list[AnyMessage]],
         DeltaChannel(append_histories, snapshot_frequency=HISTORY_SNAPSHOT_FREQUENCY),
@@ -91,4 +115,7 @@ class TeamState(TypedDict, total=False):
 class TeamInput(TypedDict, total=False):
     """What a caller passes to ``graph.invoke``: new user messages."""
 
-    messages: Annotated[list[AnyMessage], add_messages]
+    messages: Annotated[
+        list[AnyMessage],
+        DeltaChannel(append_conversation, snapshot_frequency=HISTORY_SNAPSHOT_FREQUENCY),
+    ]

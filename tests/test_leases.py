@@ -113,3 +113,18 @@ def test_thread_ids_handed_out_at_the_same_moment_are_distinct(tmp_path):
     with ThreadPoolExecutor(8) as pool:
         ids = list(pool.map(lambda _: new_thread_id(tmp_path, "run"), range(16)))
     assert sorted(ids, key=lambda t: int(t.split("-")[1])) == [f"run-{n}" for n in range(1, 17)]
+
+
+def test_a_long_task_is_stored_once_not_again_at_every_leader_step(tmp_path):
+    # NOTE: the user-facing conversation is a delta channel: ten leader steps over a 300 KB
+    # task used to add the task again to every checkpoint (12 MB); now a handful of copies.
+    steps = [act(call("list_agents"))] * 10
+    team = Team(model=ScriptedChatModel({LEADER: [*steps, "Done."]}), home=tmp_path)
+    graph, config = team.compile(), {"configurable": {"thread_id": "t"}}
+    graph.invoke({"messages": [("user", "x" * 300_000)]}, config)
+    db = tmp_path / "teamgraph.sqlite"
+    stored = sum(p.stat().st_size for p in (db, db.with_name(db.name + "-wal")) if p.exists())
+    assert stored < 8 * 300_000, stored
+    ids = [m.id for m in graph.get_state(config).values["messages"]]
+    reopened = Team(model=ScriptedChatModel({}), home=tmp_path).compile()
+    assert [m.id for m in reopened.get_state(config).values["messages"]] == ids  # replayed the same

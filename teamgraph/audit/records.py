@@ -66,7 +66,8 @@ class LogEvent:
 
 def one_line(text: str, limit: int = CONTENT_LIMIT) -> str:
     """``text`` redacted, on one line, without the field separator, at most ``limit`` characters."""
-    line = " ".join(redact(str(text)).split()).replace(" | ", " / ").replace("|", "/")
+    # NOTE: only what can reach the line is redacted (plus a margin, so a secret across the cut is still masked).
+    line = " ".join(redact(str(text)[: limit + 400]).split()).replace(" | ", " / ").replace("|", "/")
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 

@@ -28,7 +28,8 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\b(gh[pousr]_[A-Za-z0-9]{20,}|xox[abpr]-[A-Za-z0-9-]{10,})\b"), MASK),
     (
         re.compile(
-            r"""(?P<key>["']?[\w.-]*(pass(word|wd)?|pwd|secret|token|api[_-]?key|access[_-]?key|credential)"""
+            # NOTE: the key's prefix is bounded: an unbounded one backtracks quadratically on long words.
+            r"""(?<![\w.-])(?P<key>["']?[\w.-]{0,40}(pass(word|wd)?|pwd|secret|token|api[_-]?key|access[_-]?key|credential)"""
             r"""([_-]?(key|value|id))?["']?\s*[:=]\s*)(?P<value>"[^"]*"|'[^']*'|[^\s,;&})\]<>]+)""",
             re.IGNORECASE,
         ),

@@ -27,8 +27,14 @@ RECURSION_LIMIT = 100_000
 
 
 def node_name(role_id: str, *, leader: bool) -> str:
-    """The graph node that runs agents of ``role_id``."""
-    return LEADER_NODE if leader else role_id
+    """The graph node that runs agents of ``role_id``.
+
+    NOTE: a role whose id is one of the team's own node names (a role called
+    ``member`` or ``human``) gets a suffixed node, so it never clashes with them.
+    """
+    if leader:
+        return LEADER_NODE
+    return f"{role_id}-role" if role_id in (ROUTER, LEADER_NODE, GENERIC_MEMBER_NODE, HUMAN_NODE) else role_id
 
 
 def build_team_graph(runtime: TeamRuntime, *, checkpointer: Any = None) -> CompiledStateGraph:

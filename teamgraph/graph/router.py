@@ -430,12 +430,8 @@ class RouterPass:
         style = (record.get("details") or {}).get("style")
         text = envelopes.request(record["kind"], asker, rid, body, reply_via=record["reply_via"], style=style)
         if route == LEADER and self.output_waits(LEADER, asker):
-            # NOTE: the leader waits for this member's reply: the request is that reply's
-            # place (its tool result), and it reads it at its next step.
-            message_id = f"msg_{self.next_id('message')}"
-            self.track(message_id, sender=asker, to=LEADER, sent_at=self.now, status="delivered", delivered_at=self.now, read_at=None)
-            self.agents[LEADER]["unread"] = [*self.agents[LEADER].get("unread", []), message_id]
-            self.save({**record, "message": message_id})
+            # NOTE: the leader waits for this member's reply: the request takes that reply's
+            # place (its tool result); the leader answers it with a tool at its next step.
             self.take_output_wait(LEADER, asker, f"{asker} opened a request instead of replying:\n{text}")
             return
         self.save({**record, "message": self.post(route, text, sender=asker)})
@@ -601,6 +597,8 @@ class RouterPass:
             return
         self.cancel_waits(record["name"], f"Cancelled: your turn was stopped by {effect['agent']}.")
         record.update(status=STOPPED, last_action=f"stopped by {effect['agent']}")
+        # NOTE: a stop ends the turn: what it read and left unanswered is closed as at a turn end.
+        self.close_read_requests(record["name"], "")
         # NOTE: the agent's open calls were answered just above, so the notice cannot
         # come between a tool call and its result.
         notice = envelopes.notice(f"Your turn was stopped by {effect['agent']}. Wait for new instructions.")
@@ -730,6 +728,14 @@ class RouterPass:
 
     def settle_turn_end(self, name: str, text: str) -> None:
         """Close what waits on ``name`` once its turn ends: nothing may wait forever."""
+        self.close_read_requests(name, text)
+        for waiter in self.agents:
+            self.take_output_wait(waiter, name, f"{name} finished its turn without further output.")
+        if not text:
+            self.post(LEADER, envelopes.notice(f"{name} finished its turn without a report."), sender="router")
+
+    def close_read_requests(self, name: str, text: str) -> None:
+        """``name``'s turn ended (or was stopped): the requests it read and did not answer are closed."""
         final = text or "(no final message)"
         for record in self.pending_requests():
             if record.get("route") != name or not self.is_read(record):
@@ -742,10 +748,6 @@ class RouterPass:
                 self.close_request(record, f"{name} ended its turn without replying.", status=tracker.EXPIRED)
             elif record["kind"] == QUESTION:
                 self.close_request(record, f"{name} ended its turn without answering (answer_other_agent). Its final message: {final}", status=tracker.EXPIRED)
-        for waiter in self.agents:
-            self.take_output_wait(waiter, name, f"{name} finished its turn without further output.")
-        if not text:
-            self.post(LEADER, envelopes.notice(f"{name} finished its turn without a report."), sender="router")
 
     def output_waits(self, waiter: str, on: str, *, replies: bool = True) -> list[str]:
         """The calls of ``waiter`` that ``on``'s next output answers (sleep, ask_sub_agent).

@@ -1,0 +1,149 @@
+"""Property-based fuzz: random protocol traffic among several members, checked for the team's invariants.
+
+After every run: each AIMessage's tool calls are answered exactly once before any other
+message (in every history), every message is delivered, read, bounced or still queued in
+its receiver's inbox (nothing lost), nobody is left waiting and no request is left pending.
+"""
+
+from __future__ import annotations
+
+import re
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from langchain_core.messages import AIMessage, HumanMessage
+
+from teamgraph import Policy, ScriptedChatModel, Team
+from teamgraph.messaging.envelopes import LEADER
+from tests.invariants import assert_team_invariants
+from tests.scripting import act, call
+
+MEMBERS = ["Member_1", "Member_2", "Member_3"]
+ROLE = """---
+id: member
+name: Member
+description: A member with every member-side tool set.
+tools: [member, files, protocols, collaboration, sessions]
+level: L2
+---
+
+You work with the other members.
+"""
+QUESTION_ID = re.compile(r"\b(ask_\d+)\b")
+SHUTDOWN_ID = re.compile(r"\b(shutdown_\d+)\b")
+
+_TEAM: dict[str, object] = {}
+
+
+def _team(tmp_path_factory) -> Team:
+    if "team" not in _TEAM:
+        roles = tmp_path_factory.mktemp("fuzz-roles")
+        (roles / "member.md").write_text(ROLE, encoding="utf-8")
+        team = Team(
+            model=ScriptedChatModel({}),
+            home=tmp_path_factory.mktemp("fuzz-home"),
+            roles_dir=roles,
+            policy=Policy(max_turn_steps=12, max_model_calls=150, shutdown_timeout=30),
+        )
+        _TEAM.update(team=team, graph=team.compile(), n=0)
+    return _TEAM["team"]  # type: ignore[return-value]
+
+
+def _latest(messages, pattern: re.Pattern[str]) -> str | None:
+    for message in reversed(messages):
+        if isinstance(message, HumanMessage) and (found := pattern.findall(str(message.content))):
+            return found[-1]
+    return None
+
+
+member_actions = st.sampled_from(
+    ["text", "silent", "tool", "ask_master", "call", "ask_peer", "answer_peer", "send", "send_wait", "message",
+     "spawn", "shutdown_ok"]
+)
+leader_actions = st.sampled_from(["silent", "answer", "stop", "terminate", "message", "ask", "shutdown", "sleep"])
+
+
+def _member_turn(me: str, action: str, peer: str, n: int):
+    if action == "text":
+        return f"{me} says {n}."
+    if action == "tool":
+        return act(call("list_files"))
+    if action == "ask_master":
+        return act(call("ask_master", question=f"{me} asks {n}?"))
+    if action == "call":
+        return act(call("call_agent", receiver=peer, content=f"call {n}"))
+    if action == "ask_peer":
+        return act(call("ask_other_agent", display_name=peer, question=f"q {n}?"))
+    if action == "send":
+        return act(call("sessions_send", sessionKey=peer, message=f"fyi {n}", timeoutSeconds=0))
+    if action == "send_wait":
+        return act(call("sessions_send", sessionKey=peer, message=f"need {n}", timeoutSeconds=60))
+    if action == "message":
+        return act(call("send_message", to=peer, content=f"note {n}"))
+    if action == "spawn":
+        return act(call("sessions_spawn", task=f"bg {n}", agentId=peer))
+    return ""
+
+
+def _member(me: str, plan: list[tuple[str, int]]):
+    def play(messages):
+        turn = sum(isinstance(m, AIMessage) for m in messages)
+        if turn >= len(plan):
+            return ""
+        action, peer_index = plan[turn]
+        peer = [m for m in MEMBERS if m != me][peer_index % 2]
+        if action == "answer_peer":
+            question = _latest(messages, QUESTION_ID)
+            return act(call("answer_other_agent", question_id=question, answer="ok")) if question else ""
+        if action == "shutdown_ok":
+            request = _latest(messages, SHUTDOWN_ID)
+            return act(call("shutdown_response", request_id=request, approve=True)) if request else ""
+        return _member_turn(me, action, peer, turn)
+
+    return [play] * 60
+
+
+def _leader(plan: list[tuple[str, int]]):
+    def play(messages):
+        turn = sum(isinstance(m, AIMessage) for m in messages)
+        if turn == 0:
+            return act(*[call("create_sub_agent", role_id="member", task=f"Work {i}.") for i in range(3)])
+        if turn > len(plan):
+            return ""
+        action, index = plan[turn - 1]
+        target = MEMBERS[index % 3]
+        if action == "answer":
+            question = _latest(messages, QUESTION_ID)
+            return act(call("answer_sub_agent_question", question_id=question, answer="yes")) if question else ""
+        return {
+            "stop": act(call("stop_sub_agent", display_name=target)),
+            "terminate": act(call("terminate_sub_agent", display_name=target)),
+            "message": act(call("send_message_to_sub_agent", display_name=target, message="go on")),
+            "ask": act(call("ask_sub_agent", display_name=target, question="status?")),
+            "shutdown": act(call("shutdown_request", display_name=target, reason="done")),
+            "sleep": act(call("sleep", wait_sub_agent_output=target)),
+        }.get(action, "")
+
+    return [play] * 80
+
+
+plans = st.lists(st.tuples(member_actions, st.integers(0, 5)), max_size=8)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    leader=st.lists(st.tuples(leader_actions, st.integers(0, 5)), max_size=8),
+    members=st.tuples(plans, plans, plans),
+)
+def test_random_traffic_keeps_every_invariant(tmp_path_factory, leader, members):
+    team = _team(tmp_path_factory)
+    graph = _TEAM["graph"]
+    _TEAM["n"] = int(_TEAM["n"]) + 1  # type: ignore[call-overload]
+    script = {LEADER: _leader(leader), **{m: _member(m, plan) for m, plan in zip(MEMBERS, members, strict=True)}}
+    team.runtime.model.script = ScriptedChatModel(script).script  # type: ignore[union-attr]
+    config = {"configurable": {"thread_id": f"fuzz-{_TEAM['n']}"}}
+
+    out = graph.invoke({"messages": [("user", "Go")]}, config)  # type: ignore[attr-defined]
+
+    assert "__interrupt__" not in out
+    assert_team_invariants(graph.get_state(config).values)  # type: ignore[attr-defined]

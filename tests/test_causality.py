@@ -125,3 +125,22 @@ def test_members_stopped_by_their_step_budget_still_end_the_run_with_the_leaders
     assert run.status("Researcher_1") == "stopped"
     assert run.user_replies() == ["Report: the members were stopped."]
     assert_team_invariants(run.values)
+
+
+def test_writing_the_same_custom_role_again_succeeds_a_different_one_is_refused(make_team, team_home):
+    role = {"id": "analyst", "name": "Analyst", "description": "Analyses.", "prompt": "Analyse."}
+    run = make_team(
+        {
+            LEADER: [
+                act(call("create_custom_agent", **role)),
+                act(call("create_custom_agent", **role)),  # as a step re-run after a crash would
+                act(call("create_custom_agent", **{**role, "prompt": "Something else."})),
+                "Done.",
+            ]
+        }
+    )
+    run.send("Make a role")
+    first, again, other = run.tool_results(LEADER, "create_custom_agent")
+    assert first.status != "error" and again.status != "error"
+    assert other.status == "error" and "analyst" in other.content
+    assert (team_home / "roles" / "analyst.md").read_text().rstrip().endswith("Analyse.")

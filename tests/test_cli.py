@@ -434,3 +434,27 @@ def test_a_pause_answered_at_a_real_terminal(tmp_path: Path) -> None:
     assert child.exitstatus == 0
     # In the thread's own project folder, <home>/project/<thread id>/.
     assert [p.parent.name for p in (tmp_path / ".teamgraph" / "project").glob("*/hello.py")] == ["run-1"]
+
+
+def test_a_home_that_is_not_a_folder_or_a_corrupt_database_is_named(tmp_path: Path) -> None:
+    not_a_folder = tmp_path / "home.txt"
+    not_a_folder.write_text("x")
+    for command in (("threads",), ("history", "run-1")):
+        line = assert_one_line_error(invoke(*command, "--home", str(not_a_folder)), 1)
+        assert "home.txt" in line and "not a folder" in line
+    corrupt = tmp_path / "corrupt"
+    corrupt.mkdir()
+    (corrupt / "teamgraph.sqlite").write_text("this is no database")
+    for command in (("threads",), ("history", "run-1")):
+        line = assert_one_line_error(invoke(*command, "--home", str(corrupt)), 1)
+        assert "teamgraph.sqlite" in line and "not a teamgraph database" in line
+
+
+def test_an_answer_for_an_unknown_id_names_it_and_no_older_refusal(tmp_path: Path) -> None:
+    home = str(tmp_path / "home")
+    model = script(tmp_path, PLAN_AND_ASK)
+    invoke("run", "Write a greeting script", "--model", model, "--home", home, "--policy", "ask=human")
+    invoke("resume", "run-1", "--home", home, "--answer", "plan_1=perhaps")  # refused: stays in the state
+    line = assert_one_line_error(invoke("resume", "run-1", "--home", home, "--answer", "ask_99=x"), 3)
+    assert line.startswith("Error: --answer ask_99: no pending request has that id.")
+    assert "plan_1" in line and "refused" not in line

@@ -151,6 +151,11 @@ class Answerer:
             for rid, request in unanswered.items():
                 resume[rid] = self.ask(rid, request)
         elif unanswered and not resume:
+            unknown = [rid for rid in self.given if rid not in pending and rid not in self.used]
+            if unknown:
+                # NOTE: name the wrong id; an older refusal would only confuse.
+                message = self.paused_message(unanswered)
+                raise CLIError(f"--answer {', '.join(unknown)}: no pending request has that id. {message}", EXIT_PAUSED)
             raise CLIError(self.paused_message(unanswered, error), EXIT_PAUSED)
         return resume
 

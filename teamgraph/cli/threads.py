@@ -100,19 +100,30 @@ def new_thread_id(home: Path, prefix: str) -> str:
 
 
 def thread_ids(db: Path) -> list[str]:
-    """Thread ids in the SQLite file, most recently updated first."""
+    """Thread ids in the SQLite file, most recently updated first.
+
+    Raises:
+        CLIError: The home is not a folder, or the file cannot be read or is not a database.
+    """
+    if db.parent.exists() and not db.parent.is_dir():
+        raise CLIError(f"{display_path(db.parent)} is not a folder: --home takes the team's home folder.")
     if not db.exists():
         return []
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
-        rows = conn.execute(
-            "SELECT thread_id, MAX(checkpoint_id) AS last FROM checkpoints "
-            "WHERE checkpoint_ns = '' GROUP BY thread_id ORDER BY last DESC"
-        ).fetchall()
-    except sqlite3.OperationalError:
-        return []
-    finally:
-        conn.close()
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            rows = conn.execute(
+                "SELECT thread_id, MAX(checkpoint_id) AS last FROM checkpoints "
+                "WHERE checkpoint_ns = '' GROUP BY thread_id ORDER BY last DESC"
+            ).fetchall()
+        finally:
+            conn.close()
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            return []  # NOTE: a database no team has written yet
+        raise CLIError(f"cannot read {display_path(db)}: {exc}. Check the file's permissions.") from exc
+    except sqlite3.DatabaseError as exc:
+        raise CLIError(f"{display_path(db)} is not a teamgraph database ({exc}): move it away, or use another --home.") from exc
     return [str(row[0]) for row in rows]
 
 
@@ -122,7 +133,10 @@ def require_thread(home: Path, thread: str) -> None:
     from teamgraph.checkpoints.store import resolve_db
 
     where = store_label(home)
-    if not is_postgres_url(resolve_db(chosen_db(), home)) and not db_path_of(home).exists():
+    local = not is_postgres_url(resolve_db(chosen_db(), home))
+    if local and Path(home).exists() and not Path(home).is_dir():
+        raise CLIError(f"{display_path(Path(home))} is not a folder: --home takes the team's home folder.")
+    if local and not db_path_of(home).exists():
         raise CLIError(f"No threads yet: {where} does not exist. Try `teamgraph demo` first.")
     known = list_threads(home)
     if thread not in known:

@@ -14,7 +14,6 @@ MEMBER = "Researcher_1"
 
 DEFERRED_CALLS = {
     "ask_master": call("ask_master", question="Which source?"),
-    "submit_plan": call("submit_plan", plan="1. read 2. write"),
     "request_approval": call("request_approval", operation="delete the cache", reason="it is stale"),
 }
 

@@ -21,13 +21,31 @@ from pathlib import Path
 
 import pytest
 from conftest import assert_deliveries_consistent, assert_each_message_once
+from fidelity_fixtures import (
+    Brief,
+    brief,
+    briefs_in,
+    env,
+    envelopes_in,
+    has_envelope,
+    parsed,
+)
 from langchain_core.messages import AIMessage, HumanMessage
-from fidelity_fixtures import Brief, brief, briefs_in, env, envelopes_in, has_envelope, parsed
-from scripting import act, after_seconds, call, chunks, errors_of, on_message, quiet, types
+from scripting import (
+    act,
+    after_seconds,
+    call,
+    chunks,
+    errors_of,
+    on_message,
+    quiet,
+    types,
+)
 
 from teamgraph import Policy
 from teamgraph.messaging import envelopes
 from teamgraph.messaging.envelopes import clip
+from teamgraph.messaging.results import plan_submitted
 
 LEADER = "Team Leader"
 PM, TM = "Project Manager_1", "Task Manager_1"
@@ -462,7 +480,9 @@ def test_plan_approval_response_decides_a_members_plan(clocked_team):
             ],
             R1: [
                 act(call("submit_plan", plan="1. Read. 2. Summarize.")),
+                "Plan sent.",  # NOTE: the plan's id came back at once: it ends its turn; the verdict wakes it
                 act(call("submit_plan", plan="1. Read. 2. Tabulate. 3. Summarize.")),
+                "Revised plan sent.",
                 "Survey done.",
             ],
         }
@@ -473,13 +493,15 @@ def test_plan_approval_response_decides_a_members_plan(clocked_team):
         "plan_approval_response for member_plan_1 sent (reject).",
         "plan_approval_response for member_plan_2 sent (approve).",
     ]
-    assert run.tool_texts(R1, "submit_plan") == [
-        (
+    assert run.tool_texts(R1, "submit_plan") == [plan_submitted("member_plan_1"), plan_submitted("member_plan_2")]
+    verdicts = {e["fields"]["to"]: e["body"] for e in envelopes_in(run, R1) if e["title"] == "Reply"}
+    assert verdicts == {
+        "member_plan_1": (
             "Your plan (member_plan_1) was rejected by Team Leader. Feedback: Add a comparison table. "
             "Revise it and submit_plan again."
         ),
-        "Your plan (member_plan_2) was approved by Team Leader.",
-    ]
+        "member_plan_2": "Your plan (member_plan_2) was approved by Team Leader.",
+    }
     assert [run.request(r)["status"] for r in ("member_plan_1", "member_plan_2")] == ["rejected", "approved"]
 
 

@@ -11,11 +11,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from fidelity_fixtures import envelopes_in
 from langchain_core.messages import AIMessage, SystemMessage
+from scripting import act, call
 
 from teamgraph import Policy
-from fidelity_fixtures import envelopes_in
-from scripting import call, act
+from teamgraph.messaging.results import plan_submitted
 
 LEADER = "Team Leader"
 MEMBER = "Researcher_1"
@@ -227,25 +228,31 @@ WRITE = call("write_file", path="app.py", content="print('hi')\n")
 def test_a_member_that_requires_a_plan_waits_for_approval_before_work_reject_then_approve(hitl_team, tmp_path, team_home):
     leader_prompts: list[str] = []
     builder_prompts: list[str] = []
+
+    def leader(messages):
+        if not any(isinstance(m, AIMessage) for m in messages):
+            return act(call("create_sub_agent", role_id="builder", task="Build app.py."))
+        new = "\n".join(str(m.content) for m in messages[messages.index(next(
+            m for m in reversed(messages) if isinstance(m, AIMessage))) + 1:])
+        if "id: member_plan_2" in new:
+            return act(
+                call("review_plan", request_id="member_plan_2", approve=True),
+                call("review_plan", request_id="member_plan_1", approve=True),
+            )
+        if "id: member_plan_1" in new:
+            return recorded(leader_prompts, act(call("review_plan", request_id="member_plan_1", approve=False, feedback="Add tests")))(messages)
+        return "Built." if "app.py written." in new else ""
+
     run = hitl_team(
         {
-            LEADER: [
-                act(call("create_sub_agent", role_id="builder", task="Build app.py.")),
-                "",
-                recorded(leader_prompts, act(call("review_plan", request_id="member_plan_1", approve=False, feedback="Add tests"))),
-                "",
-                act(
-                    call("review_plan", request_id="member_plan_2", approve=True),
-                    call("review_plan", request_id="member_plan_1", approve=True),
-                ),
-                "",
-                "Built.",
-            ],
+            LEADER: [leader] * 12,
             "Builder_1": [
                 recorded(builder_prompts, act(WRITE)),
                 act(call("submit_plan", plan="1. write app.py")),
+                "Plan 1 sent.",  # NOTE: the plan's id came back at once; the verdict wakes it
                 act(WRITE),
                 act(call("submit_plan", plan="1. write app.py 2. write test_app.py")),
+                "Plan 2 sent.",
                 act(WRITE),
                 "app.py written.",
             ],
@@ -262,12 +269,13 @@ def test_a_member_that_requires_a_plan_waits_for_approval_before_work_reject_the
     assert [(m.status, str(m.content)) for m in writes[:2]] == [("error", PLAN_FIRST), ("error", PLAN_FIRST)]
     assert str(writes[2].content) == "Wrote 12 characters to app.py." and writes[2].status != "error"
     assert project_file.read_text() == "print('hi')\n"
-    # The member waited for the leader's decision, which is its submit_plan result.
-    assert "- Builder_1: builder, waiting" in leader_prompts[0]
+    # The plan's id comes back at once; the leader's decision reaches the member as a reply naming it.
     assert "- member_plan_1 (member_plan) from Builder_1: 1. write app.py" in leader_prompts[0]
-    assert run.tool_texts("Builder_1", "submit_plan") == [
-        "Your plan (member_plan_1) was rejected by Team Leader. Feedback: Add tests. Revise it and submit_plan again.",
-        "Your plan (member_plan_2) was approved by Team Leader.",
+    assert run.tool_texts("Builder_1", "submit_plan") == [plan_submitted("member_plan_1"), plan_submitted("member_plan_2")]
+    verdicts = [(e["fields"]["to"], e["body"]) for e in envelopes_in(run, "Builder_1") if e["title"] == "Reply"]
+    assert verdicts == [
+        ("member_plan_1", "Your plan (member_plan_1) was rejected by Team Leader. Feedback: Add tests. Revise it and submit_plan again."),
+        ("member_plan_2", "Your plan (member_plan_2) was approved by Team Leader."),
     ]
     assert {rid: r["status"] for rid, r in run.requests().items()} == {
         "member_plan_1": "rejected",

@@ -28,7 +28,7 @@ from teamgraph.messaging import effects, envelopes, results
 from teamgraph.governance import board as task_board
 from teamgraph.governance.operations import execute_approved, is_governed
 from teamgraph.messaging.envelopes import LEADER, clip
-from teamgraph.messaging.results import communication_failed, timed_out
+from teamgraph.messaging.results import communication_failed, plan_submitted, timed_out
 from teamgraph.protocols import requests as tracker
 from teamgraph.protocols.requests import (
     APPROVAL,
@@ -423,6 +423,11 @@ class RouterPass:
             self.answer_wait(asker, call_id, json.dumps(accepted))
         else:
             self.post_request(record)
+        if kind == MEMBER_PLAN and call_id and tracker.is_pending(self.request(rid)):
+            # NOTE: the member gets its plan's id at once (docs/protocols.md, "Plans");
+            # the verdict reaches it as a message that starts its next turn.
+            self.save({**self.request(rid), "call_id": None})
+            self.answer_wait(asker, call_id, plan_submitted(rid))
 
     def post_request(self, record: dict[str, Any]) -> None:
         """Deliver a request's envelope to whoever must act on it."""
@@ -532,6 +537,8 @@ class RouterPass:
                 outcome = f"Plan {rid} rejected by {by}.{remark} Revise the plan and call propose_plan again."
         elif kind == MEMBER_PLAN:
             outcome = f"Your plan ({rid}) was {verdict} by {by}.{remark}" + ("" if approve else " Revise it and submit_plan again.")
+            if not record.get("call_id"):
+                self.post(record["from"], envelopes.reply(by.split(" (")[0], rid, outcome), sender="router")
         else:
             outcome = f"{rid} {verdict} by {by}.{remark}" + ("" if approve else " Do not perform the operation.")
             if is_governed(record):  # a deferred sensitive call: perform it, or not, and answer the call

@@ -14,7 +14,7 @@ import json
 import pytest
 from fidelity_fixtures import env, envelopes_in, parsed, received, template_fields
 from langchain_core.messages import HumanMessage
-from scripting import act, after_seconds, call, quiet
+from scripting import act, call, quiet
 
 from teamgraph.messaging import envelopes
 from teamgraph.messaging.envelopes import (
@@ -249,23 +249,6 @@ def test_the_sessions_errors_carry_the_target_the_alternatives_and_what_to_do():
         "Error: Researcher_1 is failed and did not answer.",
     ]
     assert "sessions_spawn" in failed.splitlines()[-1]
-
-
-def test_a_sessions_send_that_times_out_gets_the_spec_time_out_result(clocked_team, fake_clock):
-    run = clocked_team(
-        {
-            LEADER: [CREATE_LIAISON_AND_RESEARCHER, *quiet()],
-            LIAISON: [
-                act(call("sessions_send", sessionKey=R1, message="Check the logs.", timeoutSeconds=30)),
-                "Going on.",
-                "Thanks.",
-            ],
-            R1: [after_seconds(fake_clock, 60, act(call("list_files"))), "The logs are clean."],
-        }
-    )
-    run.send("Go")
-
-    assert run.tool_result(LIAISON, "sessions_send") == timed_out(R1, "ask_1", 30)
 
 
 def test_a_sessions_send_whose_target_fails_gets_communication_failed(clocked_team):

@@ -23,6 +23,7 @@ from fidelity_fixtures import env, envelopes_in, received
 from scripting import act, after_seconds, call, chunks, errors_of, quiet, types
 
 from teamgraph import Policy
+from teamgraph.messaging.results import timed_out
 from teamgraph.tools import tools_for_role
 from teamgraph.tools.sessions import PURPOSES, unknown_target
 
@@ -152,6 +153,7 @@ def test_sessions_send_times_out_and_the_late_reply_reaches_the_caller_as_a_mess
 
     timed_out_result = run.tool_result(LIAISON, "sessions_send")
     assert R1 in timed_out_result and "ask_1" in timed_out_result and "sessions_spawn" in timed_out_result
+    assert timed_out_result == timed_out(R1, "ask_1", 30)  # the sessions spec's time-out result
     assert run.request("ask_1")["timed_out_at"] == "2030-01-01T09:01:00+00:00"
     # The caller went on; the target kept working and its answer came later, as a message.
     assert types(run.history(LIAISON)) == [

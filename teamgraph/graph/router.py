@@ -257,7 +257,7 @@ class RouterPass:
 
     def track(self, message_id: str, **fields: Any) -> None:
         """Create or update a message's delivery record."""
-        current = self.changed_deliveries.get(message_id) or self._deliveries.get(message_id) or {"id": message_id}
+        current = self.delivery(message_id) or {"id": message_id}
         self.changed_deliveries[message_id] = {**current, **fields}
 
     def bounce(self, message_id: str, text: str, *, to: str, status: str) -> None:

@@ -23,6 +23,7 @@ from rich.text import Text
 from teamgraph.cli.errors import CLIError, settings
 from teamgraph.cli.output import Column, display_path, fit_table
 from teamgraph.team import DEFAULT_HOME
+from teamgraph.records import BUSY
 
 SETTINGS_FILE = "cli-threads.json"
 """In the home folder: the model and policy each thread was run with, so `resume` reuses them."""
@@ -158,7 +159,7 @@ THREAD_COLUMNS = [
     Column("state"),
     Column("task", free=True),
 ]
-_BUSY = frozenset({"running", "waiting"})
+_BUSY = BUSY
 
 
 def thread_state(snapshot: Any) -> Text:

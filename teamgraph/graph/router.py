@@ -43,10 +43,7 @@ from teamgraph.protocols.requests import (
 from teamgraph.roles import LEADER_ROLE_ID
 from teamgraph.runtime import TeamRuntime
 
-RUNNING, IDLE, WAITING, STOPPED = "running", "idle", "waiting", "stopped"
-TERMINATED, SHUT_DOWN, FAILED = "terminated", "shutdown", "failed"
-ENDED = frozenset({TERMINATED, SHUT_DOWN, FAILED})
-"""Statuses of an agent that will never run again."""
+from teamgraph.records import ENDED, FAILED, IDLE, RUNNING, SHUT_DOWN, STOPPED, TERMINATED, WAITING
 
 
 def new_agent(name: str, role_id: str, *, index: int, created_by: str | None, now: str) -> dict[str, Any]:

@@ -7,24 +7,44 @@ deterministic order. Effects are plain dicts so they can be checkpointed.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
-Effect = dict[str, Any]
+from teamgraph.records import (
+    AnswerEffect,
+    BoardAddEffect,
+    BoardEffect,
+    DeliverEffect,
+    Effect,
+    EndowEffect,
+    EscalateEffect,
+    HumanAnswerEffect,
+    OpenEffect,
+    ResumeErrorEffect,
+    SpawnEffect,
+    StepEffect,
+    StopEffect,
+    TaskCreateEffect,
+    TaskUpdateEffect,
+    TerminateEffect,
+    WaitOutputEffect,
+)
+
+__all__ = ["Effect"]
 
 # Effect kinds.
-SPAWN = "spawn"
-DELIVER = "deliver"
-OPEN = "open"
-ANSWER = "answer"
-ESCALATE = "escalate"
-HUMAN_ANSWER = "human_answer"
-RESUME_ERROR = "resume_error"
-WAIT_OUTPUT = "wait_output"
-TERMINATE = "terminate"
-STOP = "stop"
-BOARD = "board"
-BOARD_ADD = "board_add"
-STEP = "step"
+SPAWN: Final = "spawn"
+DELIVER: Final = "deliver"
+OPEN: Final = "open"
+ANSWER: Final = "answer"
+ESCALATE: Final = "escalate"
+HUMAN_ANSWER: Final = "human_answer"
+RESUME_ERROR: Final = "resume_error"
+WAIT_OUTPUT: Final = "wait_output"
+TERMINATE: Final = "terminate"
+STOP: Final = "stop"
+BOARD: Final = "board"
+BOARD_ADD: Final = "board_add"
+STEP: Final = "step"
 
 ReplyVia = Literal["tool", "output"]
 
@@ -32,12 +52,12 @@ MAX_WAIT_SECONDS = 7 * 24 * 3600
 """The longest time-out a wait may have (a week): tools refuse more, the router bounds it."""
 
 
-def spawn(*, role_id: str, name: str, task: str | None) -> Effect:
+def spawn(*, role_id: str, name: str, task: str | None) -> SpawnEffect:
     """Create a member ``name`` of role ``role_id`` and optionally give it a task."""
     return {"kind": SPAWN, "role": role_id, "name": name, "task": task}
 
 
-def deliver(*, to: str, body: str, type: str = "message") -> Effect:
+def deliver(*, to: str, body: str, type: str = "message") -> DeliverEffect:
     """Deliver ``body`` to agent ``to``; ``type`` is ``task`` or ``message``."""
     return {"kind": DELIVER, "to": to, "body": body, "type": type}
 
@@ -53,7 +73,7 @@ def open_request(
     details: dict[str, Any] | None = None,
     timeout: float | None = None,
     group: bool = False,
-) -> Effect:
+) -> OpenEffect:
     """Open a request; if ``call_id`` is given, that tool call waits for the outcome.
 
     Args:
@@ -85,54 +105,54 @@ def open_request(
     }
 
 
-def answer(*, request_id: str, answer: str, approve: bool | None = None) -> Effect:
+def answer(*, request_id: str, answer: str, approve: bool | None = None) -> AnswerEffect:
     """Answer (or, with ``approve``, decide) the open request ``request_id``."""
     return {"kind": ANSWER, "request_id": request_id, "answer": answer, "approve": approve}
 
 
-def escalate(*, request_id: str, note: str | None) -> Effect:
+def escalate(*, request_id: str, note: str | None) -> EscalateEffect:
     """Send a request the leader should not decide alone to a person."""
     return {"kind": ESCALATE, "request_id": request_id, "note": note}
 
 
-def human_answer(*, request_id: str, value: Any) -> Effect:
+def human_answer(*, request_id: str, value: Any) -> HumanAnswerEffect:
     """A person's answer to a request (written by the human gate)."""
     return {"kind": HUMAN_ANSWER, "request_id": request_id, "value": value}
 
 
-def resume_error(*, error: str) -> Effect:
+def resume_error(*, error: str) -> ResumeErrorEffect:
     """A resume value the human gate refused (the requests stay as they were)."""
     return {"kind": RESUME_ERROR, "error": error}
 
 
-def wait_output(*, on: str, call_id: str, tool: str) -> Effect:
+def wait_output(*, on: str, call_id: str, tool: str) -> WaitOutputEffect:
     """Keep the caller's tool call open until agent ``on`` produces its next output."""
     return {"kind": WAIT_OUTPUT, "on": on, "call_id": call_id, "tool": tool}
 
 
-def terminate(*, target: str) -> Effect:
+def terminate(*, target: str) -> TerminateEffect:
     """End member ``target`` for good; its name is never reused."""
     return {"kind": TERMINATE, "target": target}
 
 
-def stop(*, target: str) -> Effect:
+def stop(*, target: str) -> StopEffect:
     """End ``target``'s current turn; it keeps its context and can be given new work."""
     return {"kind": STOP, "target": target}
 
 
-def board(*, task_id: str, status: str, note: str | None) -> Effect:
+def board(*, task_id: str, status: str, note: str | None) -> BoardEffect:
     """Update a task of the team's task board."""
     return {"kind": BOARD, "task_id": task_id, "status": status, "note": note}
 
 
-def board_add(*, title: str, assignee: str | None) -> Effect:
+def board_add(*, title: str, assignee: str | None) -> BoardAddEffect:
     """Add a task to the team's task board."""
     return {"kind": BOARD_ADD, "title": title, "assignee": assignee}
 
 
 def step(
     *, message_index: int | None, ended_turn: bool, tool_calls: int, deferred: list[str], tokens: int = 0
-) -> Effect:
+) -> StepEffect:
     """Summarize one agent step for the router (written by the step node, not a tool).
 
     Args:
@@ -154,21 +174,21 @@ def step(
 
 
 # Governance effects (issue 12): the task board with priorities, and skill endowments.
-TASK_CREATE = "task_create"
-TASK_UPDATE = "task_update"
-ENDOW = "endow"
+TASK_CREATE: Final = "task_create"
+TASK_UPDATE: Final = "task_update"
+ENDOW: Final = "endow"
 
 
-def task_create(*, title: str, assignee: str | None, priority: str, depends_on: list[str]) -> Effect:
+def task_create(*, title: str, assignee: str | None, priority: str, depends_on: list[str]) -> TaskCreateEffect:
     """Add a task to the team's task board (the board is created if there is none)."""
     return {"kind": TASK_CREATE, "title": title, "assignee": assignee, "priority": priority, "depends_on": depends_on}
 
 
-def task_update(*, task_id: str, status: str | None = None, priority: str | None = None, note: str | None = None) -> Effect:
+def task_update(*, task_id: str, status: str | None = None, priority: str | None = None, note: str | None = None) -> TaskUpdateEffect:
     """Change a task's status, priority or note."""
     return {"kind": TASK_UPDATE, "task_id": task_id, "status": status, "priority": priority, "note": note}
 
 
-def endow(*, target: str, skills: list[dict[str, str]]) -> Effect:
+def endow(*, target: str, skills: list[dict[str, str]]) -> EndowEffect:
     """Give skills (name and description) to an agent (display name) or a role (role id)."""
     return {"kind": ENDOW, "target": target, "skills": skills}

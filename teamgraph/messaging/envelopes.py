@@ -24,7 +24,9 @@ from typing import TypedDict
 
 from langchain_core.messages import HumanMessage
 
-LEADER = "Team Leader"
+from teamgraph.records import LEADER
+
+__all__ = ["LEADER"]
 
 # NOTE: stored on every envelope message so histories can be filtered by kind
 # without parsing the text.

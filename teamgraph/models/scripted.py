@@ -47,11 +47,11 @@ from teamgraph.models.calls import (
     default_summary,
     turns_taken,
 )
+from teamgraph.records import LEADER
 
 __all__ = ["AGENT_KEY", "CALL_KEY", "COMPACTION_CALL", "COMPACTION_KEY", "ROLE_KEY", "ScriptExhaustedError", "ScriptedChatModel"]
 
-LEADER = "Team Leader"
-"""The agent assumed when a call carries no `teamgraph_agent` metadata."""
+# NOTE: LEADER is the agent assumed when a call carries no `teamgraph_agent` metadata.
 
 ANY_AGENT = "*"
 """Script key used by every agent that has no key of its own."""

@@ -14,8 +14,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from teamgraph.records import LEADER
 
-LEADER = "Team Leader"
 BUDGET_NOTICE_KEY = "teamgraph_budget_notice"
 """``additional_kwargs`` key of a budget notice: the overruns it reported."""
 

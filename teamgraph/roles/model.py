@@ -25,8 +25,8 @@ TOOL_SETS: tuple[str, ...] = get_args(ToolSetName)
 THINKING_MODES: tuple[str, ...] = get_args(ThinkingMode)
 LEVELS: tuple[str, ...] = get_args(Level)
 
-LEADER_ROLE_ID = "team-leader"
-LEADER_NAME = "Team Leader"
+from teamgraph.records import LEADER as LEADER_NAME
+from teamgraph.records import LEADER_ROLE_ID
 
 # Ids become file names and tool arguments, so keep them to a safe, lowercase slug.
 ROLE_ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]*$")

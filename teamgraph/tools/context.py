@@ -18,6 +18,7 @@ from langgraph.types import Command
 from teamgraph.messaging import effects
 from teamgraph.messaging.envelopes import LEADER
 from teamgraph.protocols.requests import QUESTION, is_pending
+from teamgraph.records import ACTIVE
 
 
 class View:
@@ -46,8 +47,7 @@ class View:
         """The same view, seeing the effects of the step's earlier tool calls."""
         return View({**self._data, "effects": step_effects})
 
-ACTIVE_STATUSES = frozenset({"idle", "running", "waiting", "stopped"})
-"""Statuses of a member that can still receive messages."""
+ACTIVE_STATUSES = ACTIVE
 
 
 def reply(text: str, tool_call_id: str, *effects: dict[str, Any]) -> Command:

@@ -9,6 +9,7 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, InjectedToolCallId, tool
 from langgraph.prebuilt import InjectedState
 
+from teamgraph.records import LEADER_ROLE_ID
 from teamgraph.messaging import effects
 from teamgraph.messaging.envelopes import LEADER
 from teamgraph.protocols.requests import ASK, is_pending
@@ -66,7 +67,7 @@ def make_leader_tools(runtime: TeamRuntime) -> list[BaseTool]:
         require_approved_plan(runtime, view)
         role = runtime.roles.get(role_id)
         if role is None or role.is_leader:
-            ids = ", ".join(r for r in runtime.roles if r != "team-leader")
+            ids = ", ".join(r for r in runtime.roles if r != LEADER_ROLE_ID)
             raise fail(f"Unknown role '{role_id}'. Available roles: {ids}.")
         name = instance_name(view, role)
         note = "It is working on the task." if task else "It is idle until you message it."

@@ -15,6 +15,7 @@ from langchain_core.tools import BaseTool, InjectedToolCallId, tool
 from langgraph.prebuilt import InjectedState
 from pydantic import BaseModel, Field
 
+from teamgraph.records import LEADER_ROLE_ID
 from teamgraph.messaging import effects
 from teamgraph.messaging.results import plan_submitted  # noqa: F401 - re-exported
 from teamgraph.messaging.envelopes import LEADER
@@ -246,7 +247,7 @@ def make_leader_protocol_tools(runtime: TeamRuntime) -> list[BaseTool]:
             raise fail("A plan needs at least one step: [{title, role_id, depends_on}].")
         for number, step in enumerate(steps, 1):
             if step.role_id and step.role_id not in runtime.roles:
-                roles = ", ".join(r for r in runtime.roles if r != "team-leader")
+                roles = ", ".join(r for r in runtime.roles if r != LEADER_ROLE_ID)
                 raise fail(f"Step {number}: unknown role '{step.role_id}'. Roles: {roles}.")
             if any(d < 1 or d >= number for d in step.depends_on):
                 raise fail(f"Step {number}: depends_on must name earlier steps (1 to {number - 1}).")

@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 from langchain_core.tools import BaseTool, InjectedToolCallId, tool
 from langgraph.prebuilt import InjectedState
 
+from teamgraph.records import LEADER_ROLE_ID
 from teamgraph.messaging import effects
 from teamgraph.messaging.results import communication_failed, timed_out  # noqa: F401 - re-exported
 from teamgraph.messaging.envelopes import LEADER
@@ -134,7 +135,7 @@ def spawn_target(runtime: TeamRuntime, view: View, agent_id: str | None) -> tupl
         raise fail("Give agentId: a role id for a new agent (e.g. 'researcher') or a live session key (sessions_list).")
     role = runtime.roles.get(agent_id or view["agents"][me]["role"])
     if role is None or role.is_leader:
-        ids = ", ".join(r for r in runtime.roles if r != "team-leader")
+        ids = ", ".join(r for r in runtime.roles if r != LEADER_ROLE_ID)
         raise fail(f"Unknown agentId '{agent_id}'. Use a role id ({ids}) or a live session key (sessions_list).")
     child = instance_name(view, role)
     return child, [effects.spawn(role_id=role.id, name=child, task=None)]

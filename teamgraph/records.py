@@ -17,9 +17,9 @@ Records:
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, NotRequired, TypeAlias
 
-from typing_extensions import NotRequired, TypedDict
+from typing_extensions import TypedDict
 
 LEADER = "Team Leader"
 """The leader's display name: there is one leader, never numbered."""
@@ -207,11 +207,25 @@ class Conversation(TypedDict):
     next: str
 
 
+class Task(TypedDict, total=False):
+    """One task on the board (``teamgraph/governance/board.py`` changes it)."""
+
+    id: str
+    title: str
+    role_id: str | None
+    assignee: str | None
+    priority: str
+    depends_on: list[str]
+    status: str
+    note: str
+    updated_by: str
+
+
 class WorkBook(TypedDict, total=False):
     """The work: the plan, the task board, skills given, ping-pong exchanges."""
 
     plan: dict[str, Any]
-    board: list[dict[str, Any]]
+    board: list[Task]
     endowments: dict[str, list[dict[str, str]]]
     conversations: dict[str, Conversation]
 

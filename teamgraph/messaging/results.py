@@ -54,3 +54,116 @@ def communication_failed(target: str, error: str) -> str:
 def plan_submitted(request_id: str) -> str:
     """What submitting a plan returns at once, in the team protocols' words (for the router's call site)."""
     return f"Plan submitted (request_id={request_id}). Waiting for lead approval."
+
+
+DEADLOCK = "deadlock"
+"""The outcome of a wait the router cancelled to break a deadlock."""
+CALL_NOT_COMPLETED = "Error: this call could not be completed."
+"""The result of a deferred call that asked the router for nothing."""
+
+
+def cancelled_because(why: str) -> str:
+    """The result of a call cancelled by the runtime (``why``: "you are terminated", ...)."""
+    return f"Cancelled: {why}."
+
+
+def nobody_will_answer(target: str, status: str) -> str:
+    """A request to an agent that has ended."""
+    return f"{target} is {status}: nobody will answer. Use list_active_sub_agents."
+
+
+def did_not_answer(target: str, status: str) -> str:
+    """The request's receiver ended before it answered."""
+    return f"{target} is {status} and did not answer."
+
+
+def has_ended(target: str, status: str) -> str:
+    """A wait for the next output of an agent that has ended."""
+    return f"{target} is {status}."
+
+
+def no_output_to_wait_for(target: str, status: str) -> str:
+    return f"{target} is {status}: there is no output to wait for."
+
+
+def finished_silently(target: str) -> str:
+    """The awaited agent ended its turn without saying anything more."""
+    return f"{target} finished its turn without further output."
+
+
+def replied(target: str, out_id: str, text: str) -> str:
+    """An agent's output, as the result of a call that waited for it."""
+    return f"{target} replied ({out_id}):\n{text}"
+
+
+def request_instead(asker: str, envelope: str) -> str:
+    """The awaited member opened a request (to the waiter) instead of replying."""
+    return f"{asker} opened a request instead of replying:\n{envelope}"
+
+
+def ended_without_reply(target: str) -> str:
+    return f"{target} ended its turn without replying."
+
+
+def ended_without_answer(target: str, final: str) -> str:
+    return f"{target} ended its turn without answering (answer_other_agent). Its final message: {final}"
+
+
+def answered_by(by: str, text: str) -> str:
+    return f"{by} answered: {text}"
+
+
+def leader_did_not_answer(leader: str) -> str:
+    return f"The {leader} did not answer. Decide yourself, state your assumption, and go on."
+
+
+def user_answered(text: str) -> str:
+    return f"The user answered: {text}"
+
+
+def user_confirmed(leader: str, answer: str) -> str:
+    return f"{leader} answered (confirmed by the user): {answer}"
+
+
+def user_answered_instead(leader: str, text: str) -> str:
+    return f"The user answered instead of {leader}: {text}"
+
+
+def grouped(parts: list[tuple[str, str, str, str]]) -> str:
+    """Several answers to one call (``call_agents``): (target, request id, status, answer) each."""
+    return "\n\n".join(f"[{target} · {rid} · {status}]\n{answer}" for target, rid, status, answer in parts)
+
+
+def deadlock(chain: str, why: str) -> str:
+    """A wait cancelled to break a deadlock (``chain``: who waits for whom)."""
+    return (
+        f"Error: deadlock: {chain}. {why}, so this wait (the newest) was cancelled. "
+        "Answer the questions waiting for you first, then ask again if you still need to."
+    )
+
+
+def verdict(request_id: str, *, approved: bool, by: str, feedback: str) -> str:
+    """``approval_3 approved by Team Leader. Feedback: ...``"""
+    remark = f" Feedback: {feedback.rstrip('.')}." if feedback else ""
+    return f"{request_id} {'approved' if approved else 'rejected'} by {by}.{remark}"
+
+
+def approval_decided(request_id: str, *, approved: bool, by: str, feedback: str) -> str:
+    line = verdict(request_id, approved=approved, by=by, feedback=feedback)
+    return line + ("" if approved else " Do not perform the operation.")
+
+
+def plan_decided(request_id: str, *, approved: bool, by: str, feedback: str, board: list[tuple[str, str]]) -> str:
+    """The leader's plan: approved (its steps become the task board) or rejected."""
+    remark = f" Feedback: {feedback.rstrip('.')}." if feedback else ""
+    if not approved:
+        return f"Plan {request_id} rejected by {by}.{remark} Revise the plan and call propose_plan again."
+    steps = ", ".join(f"{task_id} {title}" for task_id, title in board)
+    return f"Plan {request_id} approved by {by}.{remark} Its steps are the task board now: {steps}."
+
+
+def member_plan_decided(request_id: str, *, approved: bool, by: str, feedback: str) -> str:
+    remark = f" Feedback: {feedback.rstrip('.')}." if feedback else ""
+    verdict_word = "approved" if approved else "rejected"
+    tail = "" if approved else " Revise it and submit_plan again."
+    return f"Your plan ({request_id}) was {verdict_word} by {by}.{remark}{tail}"

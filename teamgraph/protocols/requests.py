@@ -7,7 +7,9 @@ then one counter shared by every kind in the thread), a status that moves from
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
+
+from teamgraph.records import Request
 
 PENDING = "pending"
 ANSWERED = "answered"
@@ -49,7 +51,7 @@ def new_request(
     body: str,
     opened_at: str,
     **extra: Any,
-) -> dict[str, Any]:
+) -> Request:
     """Open a request: take the next id and return its pending record.
 
     Args:
@@ -66,7 +68,7 @@ def new_request(
     """
     counters[COUNTER] = counters.get(COUNTER, 0) + 1
     request_id = f"{ID_PREFIX.get(kind, kind)}_{counters[COUNTER]}"
-    return {
+    record = {
         "id": request_id,
         "kind": kind,
         "from": sender,
@@ -78,16 +80,15 @@ def new_request(
         "closed_at": None,
         **extra,
     }
+    return cast(Request, record)
 
 
-def close(
-    record: dict[str, Any], *, status: str, answer: Any, closed_at: str
-) -> dict[str, Any]:
+def close(record: Request, *, status: str, answer: Any, closed_at: str) -> Request:
     """Return a closed copy of a pending request (records are never mutated)."""
     return {**record, "status": status, "answer": answer, "closed_at": closed_at}
 
 
-def is_pending(record: dict[str, Any] | None) -> bool:
+def is_pending(record: Request | None) -> bool:
     """Whether a request exists and still waits for its answer."""
     return record is not None and record["status"] == PENDING
 
@@ -101,7 +102,7 @@ def expected_answer(kind: str, *, leader_decided: bool = False) -> str:
     return "a string (your answer)"
 
 
-def check_human_answer(record: dict[str, Any] | None, request_id: str, value: Any) -> str | None:
+def check_human_answer(record: Request | None, request_id: str, value: Any) -> str | None:
     """Why ``value`` cannot answer ``request_id``, or None if it can.
 
     Args:
@@ -126,9 +127,9 @@ def check_human_answer(record: dict[str, Any] | None, request_id: str, value: An
     return f"request '{request_id}' takes {expected_answer(record['kind'])}, got {value!r}"
 
 
-def public_view(record: dict[str, Any]) -> dict[str, Any]:
+def public_view(record: Request) -> dict[str, Any]:
     """What a person sees of a request in the interrupt (no internal fields)."""
-    view = {"type": record["kind"], "from": record["from"]}
+    view: dict[str, Any] = {"type": record["kind"], "from": record["from"]}
     view.update(record.get("details") or {})
     if record["kind"] in (ASK, QUESTION):
         view["question"] = record["body"]

@@ -1,0 +1,86 @@
+"""Work: the task board and the skills given to agents (the governance effects).
+
+These handlers only change the team book's ``WorkBook`` part; a refused change is
+told to the agent that asked for it.
+"""
+
+from __future__ import annotations
+
+from teamgraph.governance import board as task_board
+from teamgraph.ledger.book import Ledger
+from teamgraph.ledger.mail import notify
+from teamgraph.messaging import notices
+from teamgraph.records import BoardAddEffect, BoardEffect, EndowEffect, Task, TaskCreateEffect, TaskUpdateEffect
+
+
+def on_board(ledger: Ledger, effect: BoardEffect) -> None:
+    """``update_task``: a task's status (and note) on the plan's board."""
+    board: list[Task] = [{**task} for task in ledger.team.get("board", [])]
+    for task in board:
+        if task["id"] == effect["task_id"]:
+            task["status"] = effect["status"]
+            task["updated_by"] = effect["agent"]
+            if effect["note"]:
+                task["note"] = effect["note"]
+    ledger.team["board"] = board
+
+
+def on_board_add(ledger: Ledger, effect: BoardAddEffect) -> None:
+    """A delegated task joins the board."""
+    board = list(ledger.team.get("board", []))
+    task: Task = (
+        {
+            "id": f"task_{len(board) + 1}",
+            "title": effect["title"],
+            "role_id": None,
+            "depends_on": [],
+            "status": "todo",
+            "assignee": effect["assignee"],
+        }
+    )
+    ledger.team["board"] = [*board, task]
+
+
+def on_task_create(ledger: Ledger, effect: TaskCreateEffect) -> None:
+    """``task_create``: a task with a priority and dependencies."""
+    try:
+        ledger.team["board"] = task_board.add_task(
+            ledger.team.get("board") or [],
+            title=effect["title"],
+            assignee=effect["assignee"],
+            priority=effect["priority"],
+            depends_on=effect["depends_on"],
+            by=effect["agent"],
+        )
+    except task_board.BoardError as exc:
+        notify(ledger, effect["agent"], notices.task_refused("created", error=str(exc)), wake=False)
+
+
+def on_task_update(ledger: Ledger, effect: TaskUpdateEffect) -> None:
+    """``task_update``: status, priority or note."""
+    try:
+        ledger.team["board"] = task_board.update_task(
+            ledger.team.get("board") or [],
+            effect["task_id"],
+            by=effect["agent"],
+            status=effect["status"],
+            priority=effect["priority"],
+            note=effect["note"],
+        )
+    except task_board.BoardError as exc:
+        notify(ledger, effect["agent"], notices.task_refused("updated", error=str(exc)), wake=False)
+
+
+def on_endow(ledger: Ledger, effect: EndowEffect) -> None:
+    """Skills (name and description) given to an agent or a role."""
+    endowments = dict(ledger.team.get("endowments", {}))
+    current = {s["name"]: s for s in endowments.get(effect["target"], [])}
+    current.update({s["name"]: s for s in effect["skills"]})
+    endowments[effect["target"]] = list(current.values())
+    ledger.team["endowments"] = endowments
+
+
+def follow_work(ledger: Ledger) -> None:
+    """Task statuses follow the work: a member that starts, ends or fails its turn moves its tasks."""
+    if ledger.team.get("board"):
+        ledger.team["board"] = task_board.follow_work(ledger.team["board"], ledger.agents_before, ledger.agents)

@@ -1,0 +1,305 @@
+"""Component tests of the router's layers: a ledger in, a handler, the updates out.
+
+No graph and no model: each test builds the state a router pass would read, runs
+one handler (or one layer's function) on a ``Ledger`` and reads what it changed.
+Assertions are on statuses, kinds and ids, not wording.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Any, get_args
+
+import pytest
+from langchain_core.messages import AIMessage, ToolMessage
+
+import teamgraph.ledger
+from teamgraph import Policy
+from teamgraph.graph.router import HANDLERS, run_pass
+from teamgraph.ledger import lifecycle, liveness, mail, requests, turns
+from teamgraph.ledger.book import Ledger
+from teamgraph.messaging import effects, envelopes, notices, results
+from teamgraph.protocols import requests as tracker
+from teamgraph.records import LEADER, EffectKind
+from teamgraph.runtime import TeamRuntime
+
+from conftest import FakeClock
+
+DEV = "Full-Stack Engineer_1"
+QA = "QA Engineer_1"
+
+
+@pytest.fixture
+def runtime(tmp_path: Path) -> TeamRuntime:
+    return TeamRuntime(home=tmp_path, policy=Policy(), clock=FakeClock())
+
+
+def agent(name: str, role: str = "full-stack-engineer", *, index: int = 1, status: str = "idle", **fields: Any):
+    record = lifecycle.new_agent(name, role, index=index, created_by=LEADER, now="2030-01-01T09:00:00+00:00")
+    return {**record, "status": status, **fields}
+
+
+def team_state(*members: dict[str, Any], **parts: Any) -> dict[str, Any]:
+    leader = agent(LEADER, "team-leader", index=0)
+    return {
+        "agents": {LEADER: leader, **{m["name"]: m for m in members}},
+        "team": {"counters": {}, "instances": {}, "user_seen": 1, "reported": 1},
+        "requests": {},
+        "deliveries": {},
+        "histories": {},
+        **parts,
+    }
+
+
+def inbox_kinds(ledger: Ledger, name: str) -> list[str]:
+    return [item.get("kind", mail.INBOX) for item in ledger.agents[name]["inbox"]]
+
+
+def tool_results(ledger: Ledger, name: str) -> list[ToolMessage]:
+    return [m for m in ledger.appends[name] if isinstance(m, ToolMessage)]
+
+
+# -- the adapter -------------------------------------------------------------------
+
+
+def test_every_effect_kind_has_exactly_one_handler():
+    assert set(HANDLERS) == set(get_args(EffectKind))
+
+
+def test_layers_import_only_the_layers_below_them():
+    order = ["book", "mail", "waits", "requests", "work", "lifecycle", "turns", "liveness", "schedule"]
+    folder = Path(teamgraph.ledger.__file__).parent
+    assert sorted(p.stem for p in folder.glob("*.py") if p.stem != "__init__") == sorted(order)
+    for layer in order:
+        tree = ast.parse((folder / f"{layer}.py").read_text())
+        imported = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("teamgraph.ledger"):
+                names = [node.module.rsplit(".", 1)[1]] if node.module != "teamgraph.ledger" else []
+                names += [a.name for a in node.names if node.module == "teamgraph.ledger"]
+                imported.update(names)
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("teamgraph.graph"):
+                imported.add("graph")
+        below = set(order[: order.index(layer)])
+        assert imported <= below, f"{layer} imports {sorted(imported - below)} (not below it)"
+
+
+def test_a_pass_writes_only_the_agents_it_changed(runtime):
+    state = team_state(agent(DEV), agent(QA, "qa-engineer", index=2))
+    state["outbox"] = [{**effects.deliver(to=DEV, body="Build it."), "agent": LEADER}]
+
+    updates = run_pass(runtime, state)
+
+    assert set(updates["agents"]) == {DEV}
+    assert updates["agents"][DEV]["status"] == "running"
+    assert updates["team"]["scheduled"] == [DEV]
+
+
+# -- mail ---------------------------------------------------------------------------
+
+
+def test_a_message_to_an_ended_agent_bounces_to_its_sender_with_a_notice(runtime):
+    ledger = Ledger(runtime, team_state(agent(DEV), agent(QA, "qa-engineer", index=2, status="terminated")))
+
+    message_id = mail.post(ledger, QA, envelopes.message(DEV, "Hi"), sender=DEV)
+
+    assert ledger.delivery(message_id)["status"] == "bounced"
+    assert inbox_kinds(ledger, DEV) == [f"notice:{notices.BOUNCED}"]
+    assert ledger.agents[QA]["inbox"] == []
+
+
+def test_flush_starts_a_turn_of_an_idle_agent_and_records_delivery(runtime):
+    ledger = Ledger(runtime, team_state(agent(DEV)))
+    message_id = mail.post(ledger, DEV, envelopes.task(LEADER, "Build it."), sender=LEADER)
+    mail.notify(ledger, DEV, notices.no_report(QA), wake=False)
+
+    mail.flush(ledger, DEV)
+
+    record = ledger.agents[DEV]
+    assert (record["status"], record["turn"], record["inbox"]) == ("running", 1, [])
+    assert ledger.delivery(message_id)["status"] == "delivered"
+    assert record["unread"][0] == message_id
+    kinds = [m.additional_kwargs[envelopes.ENVELOPE_KEY] for m in ledger.appends[DEV]]
+    assert kinds == [mail.INBOX, f"notice:{notices.NO_REPORT}"]
+
+
+def test_flush_keeps_the_inbox_while_a_tool_call_is_open(runtime):
+    waits = {"call_1": {"tool": "ask_master", "on": LEADER, "request": "ask_1", "seq": 1, "tick": 0}}
+    ledger = Ledger(runtime, team_state(agent(DEV, status="waiting", waits=waits)))
+    mail.post(ledger, DEV, envelopes.message(QA, "Hi"), sender=QA)
+
+    mail.flush(ledger, DEV)
+
+    assert len(ledger.agents[DEV]["inbox"]) == 1
+    assert DEV not in ledger.appends
+
+
+def test_a_notice_that_does_not_wake_leaves_an_idle_agent_idle(runtime):
+    ledger = Ledger(runtime, team_state(agent(DEV)))
+    mail.notify(ledger, DEV, notices.no_report(QA), wake=False)
+
+    mail.flush(ledger, DEV)
+
+    assert ledger.agents[DEV]["status"] == "idle"
+    assert len(ledger.agents[DEV]["inbox"]) == 1
+
+
+# -- requests -------------------------------------------------------------------------
+
+
+def open_question(ledger: Ledger, *, asker: str = DEV, to: str = QA, call_id: str = "call_1") -> str:
+    effect = effects.open_request(request_kind=tracker.QUESTION, body="Which port?", to=to, call_id=call_id,
+                                  tool="ask_other_agent")
+    requests.on_open(ledger, {**effect, "agent": asker})
+    return next(iter(ledger.changed_requests))
+
+
+def test_opening_a_question_routes_its_envelope_and_opens_the_asker_wait(runtime):
+    ledger = Ledger(runtime, team_state(agent(DEV, status="running"), agent(QA, "qa-engineer", index=2)))
+
+    rid = open_question(ledger)
+
+    record = ledger.request(rid)
+    assert (record["status"], record["route"], record["from"]) == ("pending", QA, DEV)
+    assert ledger.agents[DEV]["waits"]["call_1"]["request"] == rid
+    assert [item["id"] for item in ledger.agents[QA]["inbox"]] == [record["message"]]
+    assert envelopes.parse(ledger.agents[QA]["inbox"][0]["text"])["fields"]["id"] == rid
+
+
+def test_a_question_to_an_ended_agent_is_cancelled_and_answers_the_call(runtime):
+    ledger = Ledger(runtime, team_state(agent(DEV, status="running"), agent(QA, "qa-engineer", index=2,
+                                                                           status="shutdown")))
+
+    rid = open_question(ledger)
+
+    assert ledger.request(rid)["status"] == tracker.CANCELLED
+    assert [m.tool_call_id for m in tool_results(ledger, DEV)] == ["call_1"]
+    assert ledger.agents[DEV]["waits"] == {}
+
+
+def test_an_answer_to_a_closed_request_is_reported_back_to_the_answerer(runtime):
+    ledger = Ledger(runtime, team_state(agent(DEV, status="running"), agent(QA, "qa-engineer", index=2)))
+    rid = open_question(ledger)
+    requests.close_request(ledger, ledger.request(rid), "never mind", status=tracker.CANCELLED)
+
+    lifecycle.on_answer(ledger, {**effects.answer(request_id=rid, answer="8080"), "agent": QA})
+
+    assert ledger.request(rid)["status"] == tracker.CANCELLED
+    assert f"notice:{notices.NOT_DELIVERED}" in inbox_kinds(ledger, QA)
+
+
+def test_a_request_closed_before_it_was_read_is_withdrawn_from_the_inbox(runtime):
+    ledger = Ledger(runtime, team_state(agent(DEV, status="running"), agent(QA, "qa-engineer", index=2)))
+    rid = open_question(ledger)
+
+    turns.on_stop(ledger, {**effects.stop(target=DEV), "agent": LEADER})
+
+    assert ledger.request(rid)["status"] == tracker.CANCELLED
+    assert inbox_kinds(ledger, QA) == [f"notice:{notices.WITHDRAWN}"]
+
+
+# -- lifecycle and turns ---------------------------------------------------------------
+
+
+def test_an_approved_shutdown_ends_the_member_and_tells_the_leader(runtime):
+    ledger = Ledger(runtime, team_state(agent(DEV, status="running")))
+    requests.on_open(ledger, {**effects.open_request(request_kind=tracker.SHUTDOWN, body="Done.", to=DEV),
+                              "agent": LEADER})
+    rid = next(iter(ledger.changed_requests))
+    mail.flush(ledger, DEV)  # the member has the request in its history
+
+    lifecycle.on_answer(ledger, {**effects.answer(request_id=rid, answer="ok", approve=True), "agent": DEV})
+
+    assert ledger.request(rid)["status"] == tracker.APPROVED
+    assert ledger.agents[DEV]["status"] == "shutdown"
+    assert inbox_kinds(ledger, LEADER) == [f"notice:{notices.SHUTDOWN_APPROVED}"]
+
+
+def step_state(*, read: bool) -> dict[str, Any]:
+    """QA replies to DEV's question; the question's envelope was read by that step, or not."""
+    question = tracker.new_request({}, kind=tracker.QUESTION, sender=DEV, receiver=QA, body="Port?",
+                                   opened_at="t", call_id="call_1", tool="ask_other_agent", reply_via="output",
+                                   route=QA, message="msg_1")
+    waits = {"call_1": {"tool": "ask_other_agent", "on": QA, "request": question["id"], "seq": 1, "tick": 0}}
+    qa = agent(QA, "qa-engineer", index=2, status="running", unread=["msg_1"] if read else [])
+    delivery = {"id": "msg_1", "sender": DEV, "to": QA, "status": "delivered"}
+    return team_state(agent(DEV, status="waiting", waits=waits), qa, requests={question["id"]: question},
+                      deliveries={"msg_1": delivery}, histories={QA: [AIMessage("8080.")]},
+                      team={"counters": {"request": 1, "message": 1}, "instances": {}, "open": [question["id"]]})
+
+
+@pytest.mark.parametrize("read", [True, False])
+def test_an_output_answers_a_question_only_if_its_step_read_it(runtime, read):
+    ledger = Ledger(runtime, step_state(read=read))
+    step = effects.step(message_index=-1, ended_turn=True, tool_calls=0, deferred=[])
+
+    turns.on_step(ledger, {**step, "agent": QA})
+
+    answered = [m.tool_call_id for m in tool_results(ledger, DEV)]
+    assert answered == (["call_1"] if read else [])
+    assert ledger.request("ask_1")["status"] == (tracker.ANSWERED if read else tracker.PENDING)
+    assert ledger.agents[QA]["status"] == "idle"
+
+
+def test_a_failed_step_ends_the_member_and_cancels_what_waits_on_it(runtime):
+    ledger = Ledger(runtime, step_state(read=False))
+    failed = effects.step(message_index=None, ended_turn=True, tool_calls=0, deferred=[])
+
+    turns.on_step(ledger, {**failed, "agent": QA, "error": "RuntimeError: boom"})
+
+    assert ledger.agents[QA]["status"] == "failed"
+    assert ledger.request("ask_1")["status"] == tracker.CANCELLED
+    assert [m.tool_call_id for m in tool_results(ledger, DEV)] == ["call_1"]
+    assert f"notice:{notices.FAILED}" in inbox_kinds(ledger, LEADER)
+
+
+# -- liveness ------------------------------------------------------------------------
+
+
+def test_a_wait_cycle_is_broken_at_the_members_wait_with_a_deadlock_outcome(runtime):
+    leader_wait = {"tool": "ask_sub_agent", "on": DEV, "request": None, "seq": 1, "tick": 3}
+    dev_wait = {"tool": "ask_master", "on": LEADER, "request": None, "seq": 2, "tick": 3}
+    state = team_state(agent(DEV, status="waiting", waits={"call_d": dev_wait}))
+    state["agents"][LEADER] = {**state["agents"][LEADER], "status": "waiting", "waits": {"call_l": leader_wait}}
+    ledger = Ledger(runtime, state)
+
+    liveness.break_cycles(ledger)
+
+    [result] = tool_results(ledger, DEV)
+    assert (result.tool_call_id, results.outcome_of(result)) == ("call_d", results.DEADLOCK)
+    assert "call_l" in ledger.agents[LEADER]["waits"]
+
+
+def test_an_expired_shutdown_terminates_the_member(runtime):
+    ledger = Ledger(runtime, team_state(agent(DEV, status="running")))
+    requests.on_open(ledger, {**effects.open_request(request_kind=tracker.SHUTDOWN, body="Done.", to=DEV),
+                              "agent": LEADER})
+    runtime.clock.advance(runtime.policy.shutdown_timeout + 1)
+
+    liveness.expire_deadlines(ledger)
+
+    assert ledger.agents[DEV]["status"] == "terminated"
+    assert f"notice:{notices.SHUTDOWN_EXPIRED}" in inbox_kinds(ledger, LEADER)
+
+
+def test_the_run_budget_stops_busy_members_once(runtime):
+    state = team_state(agent(DEV, status="running"), agent(QA, "qa-engineer", index=2))
+    state["team"]["run_calls"] = runtime.policy.max_model_calls
+    ledger = Ledger(runtime, state)
+
+    liveness.enforce_budget(ledger)
+    liveness.enforce_budget(ledger)
+
+    assert (ledger.agents[DEV]["status"], ledger.agents[QA]["status"]) == ("stopped", "idle")
+    assert inbox_kinds(ledger, LEADER) == [f"notice:{notices.RUN_BUDGET}"]
+
+
+def test_an_idle_team_whose_user_has_no_answer_asks_the_leader_once(runtime):
+    state = team_state()
+    state["team"]["reported"] = 0
+    ledger = Ledger(runtime, state)
+
+    assert liveness.ask_for_report(ledger) is True
+    assert liveness.ask_for_report(ledger) is False
+    assert inbox_kinds(ledger, LEADER) == [f"notice:{notices.REPORT_DUE}"]

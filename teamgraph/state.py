@@ -7,11 +7,11 @@ serialized into every checkpoint. This module imports nothing of ours.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 from langchain_core.messages import AnyMessage, convert_to_messages
 from langgraph.channels import DeltaChannel, Topic
-from langgraph.graph.message import add_messages
+from langgraph.graph.message import Messages, add_messages
 from typing_extensions import TypedDict
 
 # NOTE: DeltaChannel writes a full snapshot every `snapshot_frequency` updates;
@@ -54,7 +54,7 @@ def append_conversation(current: list[AnyMessage] | None, writes: Sequence[Any])
             if message.id is None:
                 message = message.model_copy(update={"id": f"m-{len(merged) + offset + 1}"})
             fresh.append(message)
-        merged = add_messages(merged, fresh)
+        merged = cast(list[AnyMessage], add_messages(cast(Messages, merged), cast(Messages, fresh)))
     return merged
 
 

@@ -131,6 +131,19 @@ class TeamRun:
 
         return [str(m.content) for m in self.history(name) if isinstance(m, HumanMessage)]
 
+    def notices(self, name: str, kind: str | None = None) -> list[str]:
+        """The runtime's notices in ``name``'s history, of ``kind`` (``messaging/notices.py``) or all."""
+        from langchain_core.messages import HumanMessage
+
+        from teamgraph.messaging.envelopes import ENVELOPE_KEY
+
+        wanted = f"notice:{kind}" if kind else "notice:"
+        return [
+            str(m.content)
+            for m in self.history(name)
+            if isinstance(m, HumanMessage) and str(m.additional_kwargs.get(ENVELOPE_KEY, "")).startswith(wanted)
+        ]
+
     def user_replies(self) -> list[str]:
         """The Team Leader's replies in the user-facing conversation."""
         from langchain_core.messages import AIMessage

@@ -23,6 +23,7 @@ from scripting import act, call
 from teamgraph import Policy
 from teamgraph.graph.guarded import ResumeValueError
 from teamgraph.messaging.results import plan_submitted
+from teamgraph.messaging import notices
 
 LEADER = "Team Leader"
 MEMBER = "Researcher_1"
@@ -455,7 +456,7 @@ def test_a_members_question_never_reaches_a_person_when_the_leader_decides(hitl_
     assert run.interrupt_of(out) is None and run.pause() is None
     record = run.request("ask_1")
     assert (record["route"], record["status"]) == (LEADER, "expired")
-    assert any("Requests waiting for you block your team: ask_1" in t for t in run.inbox_texts(LEADER))
+    assert ["ask_1" in t for t in run.notices(LEADER, notices.REMINDER)] == [True]
     assert run.tool_texts(MEMBER, "ask_master") == [
         "The Team Leader did not answer. Decide yourself, state your assumption, and go on."
     ]

@@ -17,6 +17,7 @@ from scripting import act, call
 
 from teamgraph import Policy
 from teamgraph.messaging.results import plan_submitted
+from teamgraph.messaging import notices
 
 LEADER = "Team Leader"
 MEMBER = "Researcher_1"
@@ -397,7 +398,7 @@ def test_shutdown_approved_the_member_finishes_its_step_and_shuts_down(hitl_team
     assert run.status(MEMBER) == "shutdown"
     record = run.request("shutdown_1")
     assert (record["kind"], record["from"], record["to"], record["status"]) == ("shutdown", LEADER, MEMBER, "approved")
-    assert any("Notice · Researcher_1 approved shutdown_1 and shut down." in t for t in run.inbox_texts(LEADER))
+    assert [MEMBER in t and "shutdown_1" in t for t in run.notices(LEADER, notices.SHUTDOWN_APPROVED)] == [True]
     status = shutdown_status(run)
     assert status == {
         "request_id": "shutdown_1",
@@ -434,7 +435,8 @@ def test_shutdown_rejected_the_member_goes_on_and_the_leader_sees_why(hitl_team)
     ]
     record = run.request("shutdown_1")
     assert (record["status"], record["answer"]) == ("rejected", "Almost done, 1 step left.")
-    assert any("Notice · Researcher_1 rejected shutdown_1: Almost done, 1 step left." in t for t in run.inbox_texts(LEADER))
+    [told] = run.notices(LEADER, notices.SHUTDOWN_REJECTED)
+    assert "shutdown_1" in told and told.endswith(record["answer"])
     assert shutdown_status(run)["status"] == "rejected"
     assert shutdown_status(run)["answer"] == "Almost done, 1 step left."
     # It went on working and delivered its result.
@@ -473,10 +475,8 @@ def test_a_member_that_does_not_answer_within_the_timeout_is_terminated_and_the_
     assert (record["status"], record["answer"]) == ("expired", "did not answer shutdown_1 within 60 s")
     assert record["deadline"] == "2030-01-01T09:01:00+00:00"
     assert record["closed_at"] == "2030-01-01T09:01:01+00:00"
-    assert any(
-        "Notice · Researcher_1 did not answer shutdown_1 within 60 s: it was terminated and shutdown_1 expired." in t
-        for t in run.inbox_texts(LEADER)
-    )
+    [told] = run.notices(LEADER, notices.SHUTDOWN_EXPIRED)
+    assert MEMBER in told and "shutdown_1" in told
     assert shutdown_status(run)["status"] == "expired"
     assert run.values["messages"][-1].content == "Noted."
 
@@ -496,7 +496,8 @@ def test_a_member_that_ends_its_turn_without_answering_is_terminated_and_the_req
     assert (record["status"], record["answer"]) == ("expired", "ended its turn without answering shutdown_1")
     inbox = "\n".join(run.inbox_texts(LEADER))
     assert any(e["sender"] == "Researcher_1" and e["body"] == "My findings: X is Y." for e in envelopes_in(run, LEADER))
-    assert "Notice · Researcher_1 ended its turn without answering shutdown_1: it was terminated and shutdown_1 expired." in inbox
+    [told] = run.notices(LEADER, notices.SHUTDOWN_EXPIRED)
+    assert MEMBER in told and "shutdown_1" in told and inbox
 
 
 def test_shutdown_tools_refuse_unknown_members_and_ids(hitl_team):

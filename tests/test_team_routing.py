@@ -13,6 +13,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from teamgraph import Policy, RoleFileError
+from teamgraph.messaging import notices
 from fidelity_fixtures import env, envelopes_in, has_envelope, parsed
 from scripting import call, act, reply_when_done, types
 
@@ -360,12 +361,12 @@ def test_a_question_the_leader_never_answers_is_reminded_then_released(run_team)
         },
         policy=Policy(leader_reminders=1),  # the default
     )
-    reminders = [t for t in run.inbox_texts(LEADER) if t.startswith("Notice") and "ask_1" in t]
+    reminders = run.notices(LEADER, notices.REMINDER)
     assert len(reminders) == 1
     assert "ask_1" in reminders[0] and "answer_sub_agent_question" in reminders[0]
     released = run.tool_result("UI Operator_1", "ask_master")
-    assert "did not answer" in released
-    assert run.requests()["ask_1"]["status"] not in ("pending", "answered")
+    assert run.requests()["ask_1"]["status"] == "expired"
+    assert released == run.requests()["ask_1"]["answer"]
     assert run.status("UI Operator_1") == "idle"
     assert run.history("UI Operator_1")[-1].content == "Designed in my own colour."
 
@@ -443,8 +444,8 @@ def test_ask_sub_agent_to_a_member_that_ends_without_text_does_not_hang(run_team
         }
     )
     result = run.tool_result(LEADER, "ask_sub_agent")
-    assert "Researcher_1" in result and "without replying" in result
-    assert run.requests()["ask_1"]["status"] != "pending"
+    assert run.requests()["ask_1"]["status"] == "expired"
+    assert result == run.requests()["ask_1"]["answer"] and "Researcher_1" in result
     assert not run.agents()[LEADER]["waits"]
 
 
@@ -466,8 +467,8 @@ def test_a_failing_member_is_marked_failed_and_the_team_goes_on(run_team):
         }
     )
     assert run.status("UI Operator_1") == "failed"
-    notices = [t for t in run.inbox_texts(LEADER) if "UI Operator_1 failed" in t]
-    assert len(notices) == 1 and "provider down" in notices[0]
+    failures = run.notices(LEADER, notices.FAILED)
+    assert len(failures) == 1 and "UI Operator_1" in failures[0] and "provider down" in failures[0]
     assert run.status("Researcher_1") == "idle"
     assert run.user_replies() == ["Researcher done; UI failed."]
 
@@ -553,8 +554,9 @@ def test_unread_messages_of_a_terminated_member_are_bounced_and_its_question_can
     # Its open call was closed, so its history stays valid for a model.
     assert isinstance(history[-1], ToolMessage) and history[-1].tool_call_id == history[-2].tool_calls[0]["id"]
     assert run.requests()["ask_1"]["status"] == "cancelled"
-    bounced = [t for t in run.inbox_texts(LEADER) if "Not delivered" in t]
-    assert len(bounced) == 1 and "Please hurry." in bounced[0] and "terminated" in bounced[0]
+    bounced = run.notices(LEADER, notices.BOUNCED)
+    assert len(bounced) == 1 and "Please hurry." in bounced[0]
+    assert [d["to"] for d in run.values["deliveries"].values() if d["status"] == "bounced"] == ["UI Operator_1"]
 
 
 @pytest.mark.parametrize(
@@ -616,8 +618,7 @@ def test_a_question_from_a_member_terminated_in_the_same_superstep_is_cancelled(
     )
     assert run.status("UI Operator_1") == "terminated"
     # Nothing waits for the leader: it is not reminded of a question nobody needs.
-    reminders = [t for t in run.inbox_texts(LEADER) if t.startswith("Notice") and "Which colour?" in t]
-    assert reminders == []
+    assert run.notices(LEADER, notices.REMINDER) == []
     for request in run.requests().values():
         assert request["status"] == "cancelled", request
     # The member's history stays valid: its call is closed.

@@ -9,7 +9,7 @@ kind (``HANDLERS``) -> settle -> schedule -> state updates. The rules live in
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from teamgraph.audit.log import write_committed
@@ -18,6 +18,7 @@ from teamgraph.ledger.book import Ledger
 from teamgraph.ledger.schedule import schedule
 from teamgraph.messaging import effects
 from teamgraph.runtime import TeamRuntime
+from teamgraph.state import TeamState
 
 Handler = Callable[[Ledger, Any], None]
 
@@ -63,7 +64,7 @@ def apply_effects(ledger: Ledger, outbox: list[dict[str, Any]]) -> None:
         HANDLERS[effect["kind"]](ledger, effect)
 
 
-def run_pass(runtime: TeamRuntime, state: dict[str, Any]) -> dict[str, Any]:
+def run_pass(runtime: TeamRuntime, state: Mapping[str, Any]) -> dict[str, Any]:
     """One router pass: user input and effects in, the settled team and the next steps out.
 
     Args:
@@ -83,10 +84,10 @@ def run_pass(runtime: TeamRuntime, state: dict[str, Any]) -> dict[str, Any]:
     return ledger.updates(schedule(ledger))
 
 
-def make_router(runtime: TeamRuntime) -> Callable[[dict[str, Any]], dict[str, Any]]:
+def make_router(runtime: TeamRuntime) -> Callable[[TeamState], dict[str, Any]]:
     """The router node for one team."""
 
-    def router(state: dict[str, Any]) -> dict[str, Any]:
+    def router(state: TeamState) -> dict[str, Any]:
         write_committed(runtime, state)  # NOTE: the state a pass reads is committed: log it first
         return run_pass(runtime, state)
 

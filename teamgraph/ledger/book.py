@@ -10,6 +10,7 @@ liveness) do, each through a ``Ledger``.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from typing import Any, cast
 
 from langchain_core.messages import AnyMessage
@@ -34,7 +35,7 @@ class Ledger:
         answered_calls: Tool calls answered in this pass.
     """
 
-    def __init__(self, runtime: TeamRuntime, state: dict[str, Any]) -> None:
+    def __init__(self, runtime: TeamRuntime, state: Mapping[str, Any]) -> None:
         self.runtime = runtime
         self.policy = runtime.policy
         self.now = runtime.now()

@@ -9,12 +9,12 @@ the new messages and the effects for the router.
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable
-from typing import Annotated, Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Annotated, Any, cast
 
 from typing_extensions import TypedDict
 
-from langchain_core.messages import AIMessage, AnyMessage, SystemMessage
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph._internal._constants import (
     CONFIG_KEY_CHECKPOINTER,
@@ -80,7 +80,8 @@ def build_role_subgraph(runtime: TeamRuntime, role: Role) -> CompiledStateGraph:
     budget = context_budget(model=model, policy=runtime.policy, counter=runtime.token_counter, tools=[*tools.values()])
 
     def call_model(state: StepState, config: RunnableConfig) -> dict[str, Any]:
-        messages, notices = state["messages"], []
+        messages: Sequence[BaseMessage] = state["messages"]
+        notices: list[BaseMessage] = []
         if role.is_leader:
             messages, notices = with_budget(messages, team=state["view"]["team"], agents=state["view"]["agents"])
         answer = call_within_context(bound, messages, model=model, budget=budget, config=config)
@@ -95,7 +96,7 @@ def build_role_subgraph(runtime: TeamRuntime, role: Role) -> CompiledStateGraph:
         return {"new": messages, "effects": step_effects}
 
     def has_tool_calls(state: StepState) -> str:
-        ai = state["new"][-1]
+        ai = cast(AIMessage, state["new"][-1])
         return "tools" if ai.tool_calls or ai.invalid_tool_calls else END
 
     # NOTE: the output schema keeps the prompt and history out of the subgraph's
@@ -179,7 +180,7 @@ def _step_config(config: RunnableConfig, name: str, role: Role) -> RunnableConfi
 def run_step(
     runtime: TeamRuntime,
     subgraph_for: Callable[[Role], CompiledStateGraph],
-    payload: dict[str, Any],
+    payload: Mapping[str, Any],
     config: RunnableConfig,
 ) -> dict[str, Any]:
     """Take a step (or a slice of steps) of the agent named in ``payload``.
@@ -228,9 +229,9 @@ def run_step(
             break
         step_messages: list[AnyMessage] = result["new"]
         at = answer_index(step_messages)  # NOTE: compaction markers and notices come first
-        ai = step_messages[at]
-        answered = {m.tool_call_id for m in step_messages[at + 1 :]}
-        calls = [c["id"] for c in ai.tool_calls] + [c["id"] for c in ai.invalid_tool_calls]
+        ai = cast(AIMessage, step_messages[at])
+        answered = {m.tool_call_id for m in step_messages[at + 1 :] if isinstance(m, ToolMessage)}
+        calls = [c["id"] or "" for c in ai.tool_calls] + [c["id"] or "" for c in ai.invalid_tool_calls]
         summary = effects.step(
             message_index=len(new) + at,  # made relative to the history's end below
             ended_turn=not calls,

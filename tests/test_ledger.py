@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, get_args
 
 import pytest
+from conftest import FakeClock
 from langchain_core.messages import AIMessage, ToolMessage
 
 import teamgraph.ledger
@@ -23,8 +24,6 @@ from teamgraph.messaging import effects, envelopes, notices, results
 from teamgraph.protocols import requests as tracker
 from teamgraph.records import LEADER, EffectKind
 from teamgraph.runtime import TeamRuntime
-
-from conftest import FakeClock
 
 DEV = "Full-Stack Engineer_1"
 QA = "QA Engineer_1"
@@ -149,8 +148,9 @@ def test_a_notice_that_does_not_wake_leaves_an_idle_agent_idle(runtime):
 
 
 def open_question(ledger: Ledger, *, asker: str = DEV, to: str = QA, call_id: str = "call_1") -> str:
-    effect = effects.open_request(request_kind=tracker.QUESTION, body="Which port?", to=to, call_id=call_id,
-                                  tool="ask_other_agent")
+    effect = effects.open_request(
+        request_kind=tracker.QUESTION, body="Which port?", to=to, call_id=call_id, tool="ask_other_agent"
+    )
     requests.on_open(ledger, {**effect, "agent": asker})
     return next(iter(ledger.changed_requests))
 
@@ -168,8 +168,9 @@ def test_opening_a_question_routes_its_envelope_and_opens_the_asker_wait(runtime
 
 
 def test_a_question_to_an_ended_agent_is_cancelled_and_answers_the_call(runtime):
-    ledger = Ledger(runtime, team_state(agent(DEV, status="running"), agent(QA, "qa-engineer", index=2,
-                                                                           status="shutdown")))
+    ledger = Ledger(
+        runtime, team_state(agent(DEV, status="running"), agent(QA, "qa-engineer", index=2, status="shutdown"))
+    )
 
     rid = open_question(ledger)
 
@@ -204,8 +205,9 @@ def test_a_request_closed_before_it_was_read_is_withdrawn_from_the_inbox(runtime
 
 def test_an_approved_shutdown_ends_the_member_and_tells_the_leader(runtime):
     ledger = Ledger(runtime, team_state(agent(DEV, status="running")))
-    requests.on_open(ledger, {**effects.open_request(request_kind=tracker.SHUTDOWN, body="Done.", to=DEV),
-                              "agent": LEADER})
+    requests.on_open(
+        ledger, {**effects.open_request(request_kind=tracker.SHUTDOWN, body="Done.", to=DEV), "agent": LEADER}
+    )
     rid = next(iter(ledger.changed_requests))
     mail.flush(ledger, DEV)  # the member has the request in its history
 
@@ -218,15 +220,30 @@ def test_an_approved_shutdown_ends_the_member_and_tells_the_leader(runtime):
 
 def step_state(*, read: bool) -> dict[str, Any]:
     """QA replies to DEV's question; the question's envelope was read by that step, or not."""
-    question = tracker.new_request({}, kind=tracker.QUESTION, sender=DEV, receiver=QA, body="Port?",
-                                   opened_at="t", call_id="call_1", tool="ask_other_agent", reply_via="output",
-                                   route=QA, message="msg_1")
+    question = tracker.new_request(
+        {},
+        kind=tracker.QUESTION,
+        sender=DEV,
+        receiver=QA,
+        body="Port?",
+        opened_at="t",
+        call_id="call_1",
+        tool="ask_other_agent",
+        reply_via="output",
+        route=QA,
+        message="msg_1",
+    )
     waits = {"call_1": {"tool": "ask_other_agent", "on": QA, "request": question["id"], "seq": 1, "tick": 0}}
     qa = agent(QA, "qa-engineer", index=2, status="running", unread=["msg_1"] if read else [])
     delivery = {"id": "msg_1", "sender": DEV, "to": QA, "status": "delivered"}
-    return team_state(agent(DEV, status="waiting", waits=waits), qa, requests={question["id"]: question},
-                      deliveries={"msg_1": delivery}, histories={QA: [AIMessage("8080.")]},
-                      team={"counters": {"request": 1, "message": 1}, "instances": {}, "open": [question["id"]]})
+    return team_state(
+        agent(DEV, status="waiting", waits=waits),
+        qa,
+        requests={question["id"]: question},
+        deliveries={"msg_1": delivery},
+        histories={QA: [AIMessage("8080.")]},
+        team={"counters": {"request": 1, "message": 1}, "instances": {}, "open": [question["id"]]},
+    )
 
 
 @pytest.mark.parametrize("read", [True, False])
@@ -273,8 +290,9 @@ def test_a_wait_cycle_is_broken_at_the_members_wait_with_a_deadlock_outcome(runt
 
 def test_an_expired_shutdown_terminates_the_member(runtime):
     ledger = Ledger(runtime, team_state(agent(DEV, status="running")))
-    requests.on_open(ledger, {**effects.open_request(request_kind=tracker.SHUTDOWN, body="Done.", to=DEV),
-                              "agent": LEADER})
+    requests.on_open(
+        ledger, {**effects.open_request(request_kind=tracker.SHUTDOWN, body="Done.", to=DEV), "agent": LEADER}
+    )
     runtime.clock.advance(runtime.policy.shutdown_timeout + 1)
 
     liveness.expire_deadlines(ledger)

@@ -79,8 +79,7 @@ def flush(ledger: Ledger, name: str) -> None:
     # NOTE: one user-role message per envelope (several batched into one make a model
     # answer the first and miss the ids of the others).
     ledger.appends[name].extend(
-        HumanMessage(content=m["text"], additional_kwargs={envelopes.ENVELOPE_KEY: m.get("kind", INBOX)})
-        for m in inbox
+        HumanMessage(content=m["text"], additional_kwargs={envelopes.ENVELOPE_KEY: m.get("kind", INBOX)}) for m in inbox
     )
 
 

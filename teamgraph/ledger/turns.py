@@ -116,7 +116,13 @@ def on_stop(ledger: Ledger, effect: StopEffect) -> None:
     notice = notices.stopped(effect["agent"])
     message_id = f"msg_{ledger.next_id('message')}"
     ledger.track(
-        message_id, sender=ROUTER, to=target, sent_at=ledger.now, status="delivered", delivered_at=ledger.now, read_at=None
+        message_id,
+        sender=ROUTER,
+        to=target,
+        sent_at=ledger.now,
+        status="delivered",
+        delivered_at=ledger.now,
+        read_at=None,
     )
     record["unread"] = [*record.get("unread", []), message_id]
     ledger.appends[target].append(envelopes.as_message([notice.text], kind=f"notice:{notice.kind}"))
@@ -198,7 +204,9 @@ def continue_conversation(ledger: Ledger, conversation: tuple[str, Conversation]
         del conversations[conv_id]
     else:
         number = conv["round"] + 1
-        note = f"ping-pong round {number}/{limit}" + ("" if number >= limit else f" · reply {envelopes.REPLY_SKIP} to stop")
+        note = f"ping-pong round {number}/{limit}" + (
+            "" if number >= limit else f" · reply {envelopes.REPLY_SKIP} to stop"
+        )
         reply = envelopes.reply(name, conv_id, envelopes.without_control_words(text), round_=note)
         post(ledger, other, reply, sender=name, kind=INBOX)
         tell_leader_peer_traffic(ledger, f"{name} → {other} ({conv_id}, round {number}): {clip(text)}", text)

@@ -73,7 +73,9 @@ def output_waits(ledger: Ledger, waiter: str, on: str, *, replies: bool = True) 
         request = ledger.request(wait["request"]) if wait["request"] else None
         if request is None:
             calls.append(call_id)
-        elif replies and request.get("reply_via") == "output" and tracker.is_pending(request) and ledger.is_read(request):
+        elif (
+            replies and request.get("reply_via") == "output" and tracker.is_pending(request) and ledger.is_read(request)
+        ):
             calls.append(call_id)
     return calls
 

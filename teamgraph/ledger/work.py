@@ -28,16 +28,14 @@ def on_board(ledger: Ledger, effect: BoardEffect) -> None:
 def on_board_add(ledger: Ledger, effect: BoardAddEffect) -> None:
     """A delegated task joins the board."""
     board = list(ledger.team.get("board", []))
-    task: Task = (
-        {
-            "id": f"task_{len(board) + 1}",
-            "title": effect["title"],
-            "role_id": None,
-            "depends_on": [],
-            "status": "todo",
-            "assignee": effect["assignee"],
-        }
-    )
+    task: Task = {
+        "id": f"task_{len(board) + 1}",
+        "title": effect["title"],
+        "role_id": None,
+        "depends_on": [],
+        "status": "todo",
+        "assignee": effect["assignee"],
+    }
     ledger.team["board"] = [*board, task]
 
 

@@ -184,7 +184,9 @@ def task_create(*, title: str, assignee: str | None, priority: str, depends_on: 
     return {"kind": TASK_CREATE, "title": title, "assignee": assignee, "priority": priority, "depends_on": depends_on}
 
 
-def task_update(*, task_id: str, status: str | None = None, priority: str | None = None, note: str | None = None) -> TaskUpdateEffect:
+def task_update(
+    *, task_id: str, status: str | None = None, priority: str | None = None, note: str | None = None
+) -> TaskUpdateEffect:
     """Change a task's status, priority or note."""
     return {"kind": TASK_UPDATE, "task_id": task_id, "status": status, "priority": priority, "note": note}
 

@@ -129,7 +129,9 @@ def run_budget(calls: int, *, stopped: list[str]) -> Notice:
 
 
 def report_due() -> Notice:
-    return _notice(REPORT_DUE, "Your team is idle and the user has no answer yet: report what was done and what is left.")
+    return _notice(
+        REPORT_DUE, "Your team is idle and the user has no answer yet: report what was done and what is left."
+    )
 
 
 def reminder(listing: str) -> Notice:
@@ -144,4 +146,3 @@ def reminder(listing: str) -> Notice:
 def task_refused(action: str, *, error: str) -> Notice:
     """A task-board change was refused (``action``: created, updated)."""
     return _notice(TASK_REFUSED, f"Task not {action}: {error}")
-

@@ -98,7 +98,7 @@ def expected_answer(kind: str, *, leader_decided: bool = False) -> str:
     if kind in APPROVAL_KINDS:
         return '{"approve": true or false, "feedback": "..."}'
     if leader_decided:
-        return "a string (your own answer), or {\"approve\": true} to confirm the leader's answer"
+        return 'a string (your own answer), or {"approve": true} to confirm the leader\'s answer'
     return "a string (your answer)"
 
 
@@ -115,16 +115,33 @@ def check_human_answer(record: Request | None, request_id: str, value: Any) -> s
     if record["status"] != PENDING or record.get("route") != HUMAN:
         return f"request '{request_id}' is not waiting for a person (it is {record['status']})"
     if record["kind"] in APPROVAL_KINDS or record.get("leader_decision") is not None:
-        if isinstance(value, dict) and isinstance(value.get("approve"), bool) and set(value) <= {"approve", "feedback"} and isinstance(value.get("feedback", ""), str):
-            if record["kind"] not in APPROVAL_KINDS and not value["approve"] and not value.get("feedback", "").strip():
-                return f"request '{request_id}': to reject the leader's answer, give yours as \"feedback\" (or send a string)"
-            return None
-        if record["kind"] not in APPROVAL_KINDS and isinstance(value, str) and value.strip():
-            return None  # a question the leader answered first: a string overrides it
-        return f"request '{request_id}' takes {expected_answer(record['kind'], leader_decided=True)}, got {value!r}"
+        return _check_decision(record, request_id, value)
     if isinstance(value, str) and value.strip():
         return None
     return f"request '{request_id}' takes {expected_answer(record['kind'])}, got {value!r}"
+
+
+def _is_decision(value: Any) -> bool:
+    """``{"approve": bool, "feedback": str}`` (feedback optional)."""
+    return (
+        isinstance(value, dict)
+        and isinstance(value.get("approve"), bool)
+        and set(value) <= {"approve", "feedback"}
+        and isinstance(value.get("feedback", ""), str)
+    )
+
+
+def _check_decision(record: Request, request_id: str, value: Any) -> str | None:
+    """A plan or approval, or a question the leader answered first (a person confirms or overrides it)."""
+    question = record["kind"] not in APPROVAL_KINDS
+    if _is_decision(value):
+        if question and not value["approve"] and not value.get("feedback", "").strip():
+            fix = 'give yours as "feedback" (or send a string)'
+            return f"request '{request_id}': to reject the leader's answer, {fix}"
+        return None
+    if question and isinstance(value, str) and value.strip():
+        return None  # a question the leader answered first: a string overrides it
+    return f"request '{request_id}' takes {expected_answer(record['kind'], leader_decided=True)}, got {value!r}"
 
 
 def public_view(record: Request) -> dict[str, Any]:

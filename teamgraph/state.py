@@ -119,3 +119,20 @@ class TeamInput(TypedDict, total=False):
         list[AnyMessage],
         DeltaChannel(append_conversation, snapshot_frequency=HISTORY_SNAPSHOT_FREQUENCY),
     ]
+
+
+class RouterInput(TypedDict, total=False):
+    """What the router node receives as its input: the effects to apply and the registry.
+
+    NOTE: the router reads the rest of the state through its task's channel reader,
+    so its runs in a trace (LangSmith) or a debug stream carry this superstep's
+    effects and the roster, not every agent's history. Its routing edge reads
+    ``agents`` and ``team`` from here.
+    """
+
+    outbox: Annotated[list[dict[str, Any]], Topic(dict)]
+    agents: Annotated[
+        dict[str, dict[str, Any]],
+        DeltaChannel(merge_records, snapshot_frequency=HISTORY_SNAPSHOT_FREQUENCY),
+    ]
+    team: dict[str, Any]

@@ -14,7 +14,7 @@ from teamgraph.graph.router import make_router
 from teamgraph.nodes.agent_step import make_generic_member_node, make_step_node
 from teamgraph.nodes.human_gate import make_human_gate
 from teamgraph.runtime import TeamRuntime
-from teamgraph.state import TeamInput, TeamState
+from teamgraph.state import RouterInput, TeamInput, TeamState
 
 ROUTER = "router"
 LEADER_NODE = "leader"
@@ -48,7 +48,7 @@ def build_team_graph(runtime: TeamRuntime, *, checkpointer: Any = None) -> Compi
         The compiled graph, set to checkpoint every superstep synchronously.
     """
     builder = StateGraph(TeamState, input_schema=TeamInput, output_schema=TeamState)
-    builder.add_node(ROUTER, make_router(runtime))
+    builder.add_node(ROUTER, make_router(runtime), input_schema=RouterInput)
     builder.add_edge(START, ROUTER)
 
     nodes: dict[str, str] = {}

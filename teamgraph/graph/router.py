@@ -12,13 +12,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
+
 from teamgraph.audit.log import write_committed
 from teamgraph.ledger import lifecycle, liveness, mail, requests, turns, waits, work
 from teamgraph.ledger.book import Ledger
 from teamgraph.ledger.schedule import schedule
 from teamgraph.messaging import effects
+from teamgraph.nodes.agent_step import read_team_state
 from teamgraph.runtime import TeamRuntime
-from teamgraph.state import TeamState
+from teamgraph.state import RouterInput
 
 Handler = Callable[[Ledger, Any], None]
 
@@ -84,11 +87,13 @@ def run_pass(runtime: TeamRuntime, state: Mapping[str, Any]) -> dict[str, Any]:
     return ledger.updates(schedule(ledger))
 
 
-def make_router(runtime: TeamRuntime) -> Callable[[TeamState], dict[str, Any]]:
-    """The router node for one team."""
+def make_router(runtime: TeamRuntime) -> Callable[[RouterInput, RunnableConfig], dict[str, Any]]:
+    """The router node for one team (its input is only the effects: see ``RouterInput``)."""
 
-    def router(state: TeamState) -> dict[str, Any]:
-        write_committed(runtime, state)  # NOTE: the state a pass reads is committed: log it first
-        return run_pass(runtime, state)
+    def router(state: RouterInput, config: RunnableConfig) -> dict[str, Any]:
+        del state  # NOTE: the same effects are in the full state read below
+        team_state = read_team_state(config)
+        write_committed(runtime, team_state)  # NOTE: the state a pass reads is committed: log it first
+        return run_pass(runtime, team_state)
 
     return router

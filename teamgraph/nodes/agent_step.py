@@ -19,6 +19,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph._internal._constants import (
     CONFIG_KEY_CHECKPOINTER,
     CONFIG_KEY_DURABILITY,
+    CONFIG_KEY_READ,
     CONFIG_KEY_READ_STATE,
 )
 from langgraph.config import get_stream_writer
@@ -132,8 +133,13 @@ def read_team_state(config: RunnableConfig) -> dict[str, Any]:
     lets the payload stay tiny instead of carrying the history into every
     checkpoint's writes.
     """
-    read_state = config["configurable"][CONFIG_KEY_READ_STATE]
-    return read_state()
+    configurable = config["configurable"]
+    read_state = configurable.get(CONFIG_KEY_READ_STATE)
+    if read_state is not None:
+        return read_state()
+    # NOTE: a node started by an edge (the router) has no state reader, only the
+    # channel reader that conditional edges use.
+    return configurable[CONFIG_KEY_READ](list(TeamState.__annotations__), False)
 
 
 def team_view(team: dict[str, Any], name: str) -> View:

@@ -13,12 +13,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from fidelity_fixtures import has_envelope
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-from fidelity_fixtures import has_envelope
 from pg_fixtures import postgres_server, postgres_url  # noqa: F401
 from scripting import act, call
-
 
 LEADER = "Team Leader"
 

@@ -10,11 +10,11 @@ import re
 from collections import Counter
 
 import pytest
+from fidelity_fixtures import env, envelopes_in, has_envelope, parsed
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from scripting import act, call, reply_when_done, types
 
 from teamgraph import Policy, RoleFileError
-from fidelity_fixtures import env, envelopes_in, has_envelope, parsed
-from scripting import call, act, reply_when_done, types
 
 LEADER = "Team Leader"
 

@@ -12,12 +12,12 @@ import os
 from pathlib import Path
 
 import pytest
+from fidelity_fixtures import env, envelopes_in, parsed
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
-
-from fidelity_fixtures import env, envelopes_in, parsed
-from teamgraph import RoleFileError, ScriptedChatModel, Team
 from scripting import act, call, errors_of, reply_when_done, types
+
+from teamgraph import RoleFileError, ScriptedChatModel, Team
 
 LEADER = "Team Leader"
 BUILTIN_MEMBER_ROLES = {
@@ -546,7 +546,7 @@ def test_file_tools_refuse_paths_outside_the_project_folder(make_team, tmp_path)
 
     results = run.tool_results("UI Operator_1")
     assert len(results) == len(OUTSIDE_CALLS)
-    for tool_call, result in zip(OUTSIDE_CALLS, results):
+    for tool_call, result in zip(OUTSIDE_CALLS, results, strict=True):
         text = str(result.content)
         assert result.status == "error", (tool_call, text)
         assert text.startswith("Error: ") and "project folder" in text, (tool_call, text)

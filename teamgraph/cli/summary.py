@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.text import Text
 
+from teamgraph.audit.tokens import with_tokens
 from teamgraph.checkpoints.store import POSTGRES_SCHEMES
 from teamgraph.cli.output import (
     Column,
@@ -26,9 +27,8 @@ from teamgraph.cli.output import (
     recipient,
     status_text,
 )
-from teamgraph.cli.threads import db_args, home_args, store_label, thread_config
-from teamgraph.audit.tokens import with_tokens
 from teamgraph.cli.reports import token_total_line
+from teamgraph.cli.threads import db_args, home_args, store_label, thread_config
 
 
 def _files_written(histories: Mapping[str, list[Any]], project_dir: Path) -> list[tuple[Path, str]]:

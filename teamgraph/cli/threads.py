@@ -22,8 +22,8 @@ from rich.text import Text
 
 from teamgraph.cli.errors import CLIError, settings
 from teamgraph.cli.output import Column, display_path, fit_table
-from teamgraph.team import DEFAULT_HOME
 from teamgraph.records import BUSY
+from teamgraph.team import DEFAULT_HOME
 
 SETTINGS_FILE = "cli-threads.json"
 """In the home folder: the model and policy each thread was run with, so `resume` reuses them."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, TypedDict, get_args
+
 from teamgraph.records import BUSY
 
 TaskStatus = Literal["todo", "in_progress", "blocked", "done", "failed"]

@@ -139,7 +139,10 @@ class TeamRuntime:
 
     def wrote(self, role: Role) -> bool:
         """Whether ``role`` comes from a role file the team wrote (``create_custom_agent``)."""
-        return role.source not in ("builtin", "custom") and Path(role.source).resolve().parent == self.custom_roles_dir.resolve()
+        return (
+            role.source not in ("builtin", "custom")
+            and Path(role.source).resolve().parent == self.custom_roles_dir.resolve()
+        )
 
     def is_written_role(self, role_id: str, role: Role) -> bool:
         """Whether ``role`` is exactly the role the team already wrote under ``role_id``."""

@@ -456,7 +456,13 @@ LEADER_PROMPT_SECTIONS = {
     "while members work": ["do not poll", "sleep", "end your turn with no text"],
     "failure modes": ["Role reversal", "Instruction echo", "Vague answers", "Loops"],
     "converge": ["terminate_sub_agent", "2-3 members"],
-    "tools": ["create_sub_agent", "terminate_sub_agent", "ask_sub_agent", "create_custom_agent", "get_sub_agent_status"],
+    "tools": [
+        "create_sub_agent",
+        "terminate_sub_agent",
+        "ask_sub_agent",
+        "create_custom_agent",
+        "get_sub_agent_status",
+    ],
     # (The spec's output-format section, chat cards and citations, is the chat front end's: out of scope.)
     "messages you receive": ["id: out_", "id: ask_", "answer_sub_agent_question"],
     "display names": ["Team Leader", "{Role Name}_{n}"],

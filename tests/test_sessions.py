@@ -123,7 +123,10 @@ def test_sessions_send_blocks_until_the_target_replies_within_the_time_out(clock
     run = clocked_team(
         {
             LEADER: [CREATE_LIAISON_AND_RESEARCHER, *quiet()],
-            LIAISON: [act(call("sessions_send", sessionKey=R1, message="What is 2+2?", timeoutSeconds=30)), "REPLY_SKIP"],
+            LIAISON: [
+                act(call("sessions_send", sessionKey=R1, message="What is 2+2?", timeoutSeconds=30)),
+                "REPLY_SKIP",
+            ],
             R1: [after_seconds(fake_clock, 10, act(call("list_files"))), "4."],
         }
     )
@@ -133,7 +136,11 @@ def test_sessions_send_blocks_until_the_target_replies_within_the_time_out(clock
     assert run.tool_result(LIAISON, "sessions_send") == "Researcher_1 replied (out_1):\n4."
     assert types(run.history(LIAISON)) == ["HumanMessage", "AIMessage", "ToolMessage", "AIMessage"]
     record = run.request("ask_1")
-    assert (record["tool"], record["status"], record["closed_at"]) == ("sessions_send", "answered", "2030-01-01T09:00:10+00:00")
+    assert (record["tool"], record["status"], record["closed_at"]) == (
+        "sessions_send",
+        "answered",
+        "2030-01-01T09:00:10+00:00",
+    )
     assert "timed_out_at" not in record
 
 
@@ -172,7 +179,12 @@ def test_sessions_send_waits_the_whole_time_out_even_a_fractional_one(clocked_te
     run = clocked_team(
         {
             LEADER: [CREATE_LIAISON_AND_RESEARCHER, *quiet()],
-            LIAISON: [act(call("sessions_send", sessionKey=R1, message="Quick check?", timeoutSeconds=1.5)), "REPLY_SKIP", "Ok.", "Ok."],
+            LIAISON: [
+                act(call("sessions_send", sessionKey=R1, message="Quick check?", timeoutSeconds=1.5)),
+                "REPLY_SKIP",
+                "Ok.",
+                "Ok.",
+            ],
             # One second passes: less than the 1.5 s the caller agreed to wait.
             R1: [after_seconds(fake_clock, 1, act(call("list_files"))), "Checked."],
         }
@@ -204,8 +216,12 @@ def test_time_out_zero_is_fire_and_forget(clocked_team):
         "Sent to Researcher_1 (fire-and-forget): no reply expected.",
         "Sent to Team Leader (fire-and-forget): no reply expected.",
     ]
-    assert received(run, R1) == [env("Message", LIAISON, "Message", request_template(LIAISON, R1, "Deploy is at 5.", timeout="0"))]
-    assert env("Message", LIAISON, "Message", request_template(LIAISON, LEADER, "Deploy scheduled.", timeout="0")) in received(run, LEADER)
+    assert received(run, R1) == [
+        env("Message", LIAISON, "Message", request_template(LIAISON, R1, "Deploy is at 5.", timeout="0"))
+    ]
+    assert env(
+        "Message", LIAISON, "Message", request_template(LIAISON, LEADER, "Deploy scheduled.", timeout="0")
+    ) in received(run, LEADER)
     assert run.requests() == {}
     # The caller did not wait: its next step ran alongside the target's.
     assert any({LIAISON, R1} <= set(ran) for _, ran in steps), steps
@@ -274,7 +290,11 @@ def test_ping_pong_goes_back_and_forth_for_at_most_max_ping_pong_rounds(clocked_
 @pytest.mark.parametrize("side", ["requester", "target", "target-first-reply"])
 def test_replying_exactly_reply_skip_ends_the_ping_pong(clocked_team, side):
     liaison = {"requester": ["REPLY_SKIP", "A2"], "target": ["A1", "A2"], "target-first-reply": ["A1", "A2"]}[side]
-    researcher = {"requester": ["B1", "B2"], "target": ["B1", "REPLY_SKIP", "B3"], "target-first-reply": ["REPLY_SKIP", "B2"]}[side]
+    researcher = {
+        "requester": ["B1", "B2"],
+        "target": ["B1", "REPLY_SKIP", "B3"],
+        "target-first-reply": ["REPLY_SKIP", "B2"],
+    }[side]
     spare = ["(spare turn)"] * 4  # so that a ping-pong that goes on too long fails an assertion, not the script
     run = clocked_team(
         {
@@ -285,7 +305,9 @@ def test_replying_exactly_reply_skip_ends_the_ping_pong(clocked_team, side):
     )
     run.send("Go")
 
-    expected_to_researcher = [ping(LIAISON, "A1", "ping-pong round 2/5 · reply REPLY_SKIP to stop")] if side == "target" else []
+    expected_to_researcher = (
+        [ping(LIAISON, "A1", "ping-pong round 2/5 · reply REPLY_SKIP to stop")] if side == "target" else []
+    )
     assert received(run, R1) == [question_envelope("Shall we use REST?"), *expected_to_researcher]
     assert received(run, LIAISON)[1:] == []
     assert run.values["team"].get("conversations", {}) == {}
@@ -302,7 +324,15 @@ def test_sessions_spawn_accepts_at_once_and_pushes_the_result_back(clocked_team,
         {
             LEADER: [act(call("create_sub_agent", role_id="liaison", task="Find the rate limit.")), *quiet()],
             LIAISON: [
-                act(call("sessions_spawn", task="Find the API rate limit.", label="rate-limit", agentId="researcher", cleanup=cleanup)),
+                act(
+                    call(
+                        "sessions_spawn",
+                        task="Find the API rate limit.",
+                        label="rate-limit",
+                        agentId="researcher",
+                        cleanup=cleanup,
+                    )
+                ),
                 "Waiting for the run.",
                 "Rate limit noted.",
             ],
@@ -336,7 +366,11 @@ def test_sessions_spawn_accepts_at_once_and_pushes_the_result_back(clocked_team,
 
 @pytest.mark.parametrize("agent_id, child", [(None, LIAISON_2), (R1, R1)], ids=["own-role", "existing-session"])
 def test_sessions_spawn_runs_on_a_new_agent_of_the_callers_role_or_an_existing_session(clocked_team, agent_id, child):
-    spawn = call("sessions_spawn", task="Summarize the notes.") if agent_id is None else call("sessions_spawn", task="Summarize the notes.", agentId=agent_id)
+    spawn = (
+        call("sessions_spawn", task="Summarize the notes.")
+        if agent_id is None
+        else call("sessions_spawn", task="Summarize the notes.", agentId=agent_id)
+    )
     run = clocked_team(
         {
             LEADER: [CREATE_LIAISON_AND_RESEARCHER, *quiet()],

@@ -70,7 +70,11 @@ class TeamStats(TypedDict):
 
 
 def _is_error(result: ToolMessage | None) -> bool:
-    return result is None or result.status == "error" or (str(result.content).startswith(("Error", TIMED_OUT)) or outcome_of(result) is not None)
+    return (
+        result is None
+        or result.status == "error"
+        or (str(result.content).startswith(("Error", TIMED_OUT)) or outcome_of(result) is not None)
+    )
 
 
 def _tool_outcomes(history: list[AnyMessage]) -> list[tuple[int, str, ToolMessage | None]]:

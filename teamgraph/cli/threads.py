@@ -124,7 +124,9 @@ def thread_ids(db: Path) -> list[str]:
             return []  # NOTE: a database no team has written yet
         raise CLIError(f"cannot read {display_path(db)}: {exc}. Check the file's permissions.") from exc
     except sqlite3.DatabaseError as exc:
-        raise CLIError(f"{display_path(db)} is not a teamgraph database ({exc}): move it away, or use another --home.") from exc
+        raise CLIError(
+            f"{display_path(db)} is not a teamgraph database ({exc}): move it away, or use another --home."
+        ) from exc
     return [str(row[0]) for row in rows]
 
 

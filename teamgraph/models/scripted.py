@@ -49,7 +49,15 @@ from teamgraph.models.calls import (
 )
 from teamgraph.records import LEADER
 
-__all__ = ["AGENT_KEY", "CALL_KEY", "COMPACTION_CALL", "COMPACTION_KEY", "ROLE_KEY", "ScriptExhaustedError", "ScriptedChatModel"]
+__all__ = [
+    "AGENT_KEY",
+    "CALL_KEY",
+    "COMPACTION_CALL",
+    "COMPACTION_KEY",
+    "ROLE_KEY",
+    "ScriptExhaustedError",
+    "ScriptedChatModel",
+]
 
 # NOTE: LEADER is the agent assumed when a call carries no `teamgraph_agent` metadata.
 

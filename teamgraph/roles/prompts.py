@@ -308,7 +308,10 @@ def member_prompt(
         skills_section(endowed_skills(team, name=name, role_id=role.id)),
     ]
     if role.require_plan:
-        parts.append("Your role requires an approved plan: call submit_plan and wait for approval before you use your work tools.")
+        parts.append(
+            "Your role requires an approved plan: call submit_plan and wait for approval "
+            "before you use your work tools."
+        )
     if role.thinking_mode == "deep":
         parts.append(DEEP_THINKING)
     return "\n\n".join(p for p in parts if p)

@@ -21,6 +21,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 from langchain_core.tools import BaseTool
 
+from teamgraph.audit.tokens import Price
 from teamgraph.governance.matrix import PermissionMatrix, check_role, load_matrix
 from teamgraph.models import resolve_model
 from teamgraph.policy import Policy
@@ -66,7 +67,7 @@ class TeamRuntime:
     """Your own tools by role id; the key ``"*"`` gives tools to every member."""
     token_counter: TokenCounter | None = None
     """Counts a model call's tokens; None: an approximation scaled by the provider's usage."""
-    prices: dict[str, dict[str, float]] | None = None
+    prices: dict[str, Price] | None = None
     """Price per million tokens by model (``{"gpt-4o-mini": {"input": .15, "output": .6}}``)."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _models: dict[str, BaseChatModel] = field(default_factory=dict, repr=False)
@@ -147,8 +148,9 @@ class TeamRuntime:
     def is_written_role(self, role_id: str, role: Role) -> bool:
         """Whether ``role`` is exactly the role the team already wrote under ``role_id``."""
         current = self.roles.get(role_id)
-        written = current is not None and self.wrote(current)
-        return written and format_role_text(current) == format_role_text(role)
+        if current is None or not self.wrote(current):
+            return False
+        return format_role_text(current) == format_role_text(role)
 
     def tools_of(self, role: Role) -> list[BaseTool]:
         """The user's own tools that agents of ``role`` get."""

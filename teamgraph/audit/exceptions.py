@@ -27,6 +27,7 @@ from teamgraph.messaging import effects, results
 from teamgraph.messaging.envelopes import LEADER, clip, notice
 from teamgraph.messaging.results import outcome_of
 from teamgraph.policy import Policy
+from teamgraph.records import Effect
 
 FILE_TOOLS = frozenset({"read_file", "write_file", "list_files"})
 SEND_TOOLS = frozenset({"sessions_send", "call_agent", "call_agents", "ask_sub_agent", "ask_other_agent"})
@@ -208,7 +209,7 @@ class StepGuard:
     """
 
     note: str = ""
-    effects: list[dict[str, Any]] = field(default_factory=list)
+    effects: list[Effect] = field(default_factory=list)
     stop: bool = False
 
 

@@ -19,6 +19,7 @@ from rich.text import Text
 from teamgraph.audit.tokens import with_tokens
 from teamgraph.checkpoints.store import POSTGRES_SCHEMES
 from teamgraph.cli.output import (
+    Cell,
     Column,
     answer_text,
     display_path,
@@ -96,7 +97,7 @@ def print_summary(out: Console, team: Any, graph: Any, thread: str) -> None:
     else:
         out.print(Text("The Team Leader has not reported yet.", style="yellow"))
 
-    rows = [
+    rows: list[list[Cell]] = [
         [name, str(rec.get("role", "")), status_text(rec.get("status", "")), str(rec.get("steps", 0)),
          str(rec.get("tool_calls", 0)), str(rec.get("last_action") or "")]
         for name, rec in agents.items()

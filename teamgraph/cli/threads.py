@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
 from rich.table import Table
 from rich.text import Text
 
@@ -29,7 +30,7 @@ SETTINGS_FILE = "cli-threads.json"
 """In the home folder: the model and policy each thread was run with, so `resume` reuses them."""
 
 
-def thread_config(thread: str) -> dict[str, Any]:
+def thread_config(thread: str) -> RunnableConfig:
     """The LangGraph config that names ``thread``."""
     return {"configurable": {"thread_id": thread}}
 

@@ -73,7 +73,8 @@ def call_with_retry(fn: Callable[[], Any], *, retries: int) -> tuple[Any, list[s
             return fn(), failures
         except Exception as exc:
             if not is_transient(exc) or len(failures) >= retries:
-                exc.teamgraph_failures = failures  # type: ignore[attr-defined]
+                # NOTE: the earlier failures ride on the exception itself, which the caller re-raises.
+                exc.teamgraph_failures = failures  # type: ignore[attr-defined]  # an attribute of our own
                 raise
             failures.append(f"{type(exc).__name__}: {exc}")
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Literal, cast
 
 from teamgraph.audit.redact import redact
 
@@ -106,14 +106,15 @@ def parse_line(line: str) -> LogEvent:
     if match is None:
         raise ValueError(f"Not a collaboration-log line: {line!r}")
     fields = match.groupdict()
+    # NOTE: LINE_RE matches only the words of Kind, Result and Level in those groups.
     return LogEvent(
         time=fields["time"],
         sender=fields["sender"],
         receiver=fields["receiver"],
-        kind=fields["kind"],  # type: ignore[arg-type]
+        kind=cast(Kind, fields["kind"]),
         content=fields["content"],
-        result=fields["result"],  # type: ignore[arg-type]
-        level=fields["level"] or "INFO",  # type: ignore[arg-type]
+        result=cast(Result, fields["result"]),
+        level=cast(Level, fields["level"] or "INFO"),
         code=fields["code"] or "",
         error=fields["detail"] or "",
     )

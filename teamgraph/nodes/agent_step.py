@@ -16,11 +16,6 @@ from typing_extensions import TypedDict
 
 from langchain_core.messages import AIMessage, AnyMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
-from langgraph._internal._constants import (
-    CONFIG_KEY_CHECKPOINTER,
-    CONFIG_KEY_DURABILITY,
-    CONFIG_KEY_READ_STATE,
-)
 from langgraph.config import get_stream_writer
 from langgraph.errors import GraphBubbleUp
 from langgraph.graph import END, START, StateGraph
@@ -28,6 +23,7 @@ from langgraph.graph.state import CompiledStateGraph
 
 from teamgraph.audit.exceptions import guard_step
 from teamgraph.audit.traces import agent_tags
+from teamgraph.compat import CONFIG_KEY_CHECKPOINTER, CONFIG_KEY_DURABILITY, CONFIG_KEY_READ_STATE
 from teamgraph.messaging import effects
 from teamgraph.messaging.envelopes import LEADER
 from teamgraph.models import ScriptExhaustedError

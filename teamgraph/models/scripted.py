@@ -185,6 +185,7 @@ class ScriptedChatModel(BaseChatModel):
         return self.bind(tools=[convert_to_openai_tool(t) for t in tools], **kwargs)
 
     # --- who is calling ---------------------------------------------------
+    # NOTE: workaround of an upstream behaviour (langchain-core: `_stream` gets no run metadata).
     # `_generate` sees the call's metadata on its run manager, but langchain
     # calls `_stream` without one (in `stream()` and when `invoke()` streams for
     # LangGraph's stream_mode="messages"). So the public entry points also pass

@@ -92,7 +92,8 @@ def context_window(model: BaseChatModel, policy: Policy) -> int:
 def approximate_counter(messages: Sequence[BaseMessage]) -> int:
     """LangChain's approximate counter, scaled by the provider's reported usage when known.
 
-    NOTE: not ChatOpenAI's tiktoken counter: tiktoken downloads its encodings on
+    NOTE: workaround of an upstream behaviour (langchain-openai's tiktoken counter downloads encodings).
+    Not ChatOpenAI's tiktoken counter: tiktoken downloads its encodings on
     first use, and a model call must not depend on the network for counting.
     """
     return count_tokens_approximately(messages, use_usage_metadata_scaling=True)

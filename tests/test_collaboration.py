@@ -1,7 +1,7 @@
-"""Scenario tests of the collaboration tool set (seed 000) and of message delivery.
+"""Scenario tests of the collaboration tool set (docs/protocols.md, "Collaboration") and of message delivery.
 
 ``call_agent``, ``call_agents`` and ``assign_agent_work``; ``send_message``'s typed
-messages (seed 003); delivery records (``state["deliveries"]``), bounces, deadlock
+messages (docs/protocols.md, "Message types"); delivery records (``state["deliveries"]``), bounces, deadlock
 breaking, what peer-to-peer traffic the leader sees, and exactly-once delivery
 across a crash and a pause resumed by a new process.
 
@@ -346,7 +346,7 @@ def test_files_outside_project_folder_are_refused(clocked_team, tmp_path, args, 
     assert run.history(R1) == [] and run.history(R2) == []
 
 
-# --- send_message: the seed 003 message types ---------------------------------------------------
+# --- send_message: the message types of docs/protocols.md ---------------------------------------------------
 
 
 def test_broadcast_reaches_every_active_member_once(clocked_team):

@@ -428,7 +428,7 @@ def test_a_member_uses_the_teammates_names_end_to_end(hitl_team, tmp_path):
 # --- the Team Leader prompt ----------------------------------------------------------------------
 
 LEADER_PROMPT_SECTIONS = {
-    # seed 001 section -> words that must be in it
+    # section (docs/protocols.md, "The Team Leader's prompt") -> words that must be in it
     "persona": ["plain language", "technical detail", "partner"],
     "your role": ["strategist", "supervise"],
     "do it yourself vs delegate": ["Delegate by default", "Save your context", "read_file", "write_file"],
@@ -463,7 +463,8 @@ LEADER_PROMPT_SECTIONS = {
         "create_custom_agent",
         "get_sub_agent_status",
     ],
-    # (The spec's output-format section, chat cards and citations, is the chat front end's: out of scope.)
+    # (A chat front end's output format, cards and citations, is out of scope:
+    # docs/protocols.md, "The Team Leader's prompt".)
     "messages you receive": ["id: out_", "id: ask_", "answer_sub_agent_question"],
     "display names": ["Team Leader", "{Role Name}_{n}"],
     "communication rules": ["inline", "tool result", "envelope"],

@@ -1,12 +1,12 @@
-"""Scenario tests of the sessions tool set (seed 004).
+"""Scenario tests of the sessions tool set (docs/protocols.md, "Sessions").
 
 ``sessions_list``, ``sessions_send`` (blocking up to a time-out, then a late reply;
 ``timeoutSeconds=0`` fire-and-forget; the reply ping-pong and ``REPLY_SKIP``),
 ``sessions_spawn`` (background runs, result push, ``cleanup``, ``runTimeoutSeconds``,
-``ANNOUNCE_SKIP``), the errors worded as seed 004 words them, and wait cycles that mix
+``ANNOUNCE_SKIP``), the errors worded as docs/protocols.md, "Sessions" words them, and wait cycles that mix
 tools.
 
-Every built-in role has the sessions tools (the spec gives them to every agent); the
+Every built-in role has the sessions tools (docs/protocols.md, "Sessions"); the
 ``liaison`` role (conftest.py, ``tools: [member, files, protocols, sessions]``) is a
 member role without the collaboration tools. Every
 scenario runs a whole team with a ScriptedChatModel and a FakeClock that scripted
@@ -49,7 +49,7 @@ def ai_texts(run, name: str) -> list[str]:
 
 
 def request_template(sender: str, receiver: str, body: str, *, timeout: str = "120", **fields: str) -> dict:
-    """The fields of a sessions_send request (the spec's template) as the receiver reads them back."""
+    """The fields of a sessions_send request (docs/protocols.md, "Sessions") as the receiver reads them back."""
     blocking = timeout != "0"
     return {
         "sender": f"{sender} ({'team-leader' if sender == LEADER else sender.rsplit('_', 1)[0].lower()})",
@@ -160,7 +160,7 @@ def test_sessions_send_times_out_and_the_late_reply_reaches_the_caller_as_a_mess
 
     timed_out_result = run.tool_result(LIAISON, "sessions_send")
     assert R1 in timed_out_result and "ask_1" in timed_out_result and "sessions_spawn" in timed_out_result
-    assert timed_out_result == timed_out(R1, "ask_1", 30)  # the sessions spec's time-out result
+    assert timed_out_result == timed_out(R1, "ask_1", 30)  # docs/protocols.md, "Sessions": the time-out error
     assert run.request("ask_1")["timed_out_at"] == "2030-01-01T09:01:00+00:00"
     # The caller went on; the target kept working and its answer came later, as a message.
     assert types(run.history(LIAISON)) == [

@@ -1,4 +1,4 @@
-"""The exception policy (seed 000 §5), as behaviour.
+"""The exception policy (docs/protocols.md, "Exceptions"), as behaviour.
 
 - A tool call that fails with a transient error is retried (``Policy.tool_retries``,
   once by default); when it fails again the agent gets the error and the advice

@@ -1,11 +1,11 @@
 """One collaboration-log line: the typed event, its text form and back.
 
-The spec's format (seed 000 §6.3)::
+The format (docs/protocols.md, "Collaboration log")::
 
     [YYYY-MM-DD HH:mm:ss] [sender] → [receiver] | call|task|file|tool | content | success|failed|partial | error
 
 The level (INFO / WARN / ERROR / CRITICAL) travels in the error field, so the
-line keeps the spec's seven fields: ``-`` for a plain INFO line, otherwise
+line keeps its seven fields: ``-`` for a plain INFO line, otherwise
 ``LEVEL CODE: description`` (``ERROR TOOL_ERROR: no such file``,
 ``WARN RETRY: read_file failed once, retried``).
 """

@@ -1,4 +1,4 @@
-"""Stats: the spec's log analysis (seed 000 §6.5), computed from a thread's state.
+"""Stats: the log analysis (docs/protocols.md, "Collaboration log"), computed from a thread's state.
 
 Per agent: model calls, tool calls, tokens, errors and success rate; who called
 whom how often and with what success; failing patterns (tool + error, counted);

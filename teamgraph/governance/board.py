@@ -1,4 +1,4 @@
-"""The task board (seed 000's task manager): tasks with an assignee, a priority, dependencies and a status.
+"""The task board (docs/protocols.md, "Task board"): tasks with an assignee, a priority, dependencies and a status.
 
 The board is plain data in ``state["team"]["board"]``, a list of ``Task`` records;
 every function here returns a new list (records are never changed in place).

@@ -1,5 +1,6 @@
 """The team graph as a picture, drawn offline with matplotlib.
 
+NOTE: workaround of an upstream behaviour (langchain-core's graph drawing needs a network or Graphviz).
 LangGraph's ``draw_mermaid_png`` calls a web service and ``draw_png`` needs
 Graphviz's C library; this draws the same nodes and edges (``graph.get_graph()``)
 with matplotlib alone, in layers from START: plain edges solid, conditional edges

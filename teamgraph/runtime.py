@@ -13,7 +13,7 @@ import threading
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -21,6 +21,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 from langchain_core.tools import BaseTool
 
+from teamgraph.audit.tokens import Price
 from teamgraph.governance.matrix import PermissionMatrix, check_role, load_matrix
 from teamgraph.models import resolve_model
 from teamgraph.policy import Policy
@@ -47,7 +48,7 @@ class SystemClock:
     """Wall-clock time in UTC."""
 
     def now(self) -> datetime:
-        return datetime.now(timezone.utc)
+        return datetime.now(UTC)
 
 
 @dataclass
@@ -66,7 +67,7 @@ class TeamRuntime:
     """Your own tools by role id; the key ``"*"`` gives tools to every member."""
     token_counter: TokenCounter | None = None
     """Counts a model call's tokens; None: an approximation scaled by the provider's usage."""
-    prices: dict[str, dict[str, float]] | None = None
+    prices: dict[str, Price] | None = None
     """Price per million tokens by model (``{"gpt-4o-mini": {"input": .15, "output": .6}}``)."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _models: dict[str, BaseChatModel] = field(default_factory=dict, repr=False)
@@ -139,13 +140,17 @@ class TeamRuntime:
 
     def wrote(self, role: Role) -> bool:
         """Whether ``role`` comes from a role file the team wrote (``create_custom_agent``)."""
-        return role.source not in ("builtin", "custom") and Path(role.source).resolve().parent == self.custom_roles_dir.resolve()
+        return (
+            role.source not in ("builtin", "custom")
+            and Path(role.source).resolve().parent == self.custom_roles_dir.resolve()
+        )
 
     def is_written_role(self, role_id: str, role: Role) -> bool:
         """Whether ``role`` is exactly the role the team already wrote under ``role_id``."""
         current = self.roles.get(role_id)
-        written = current is not None and self.wrote(current)
-        return written and format_role_text(current) == format_role_text(role)
+        if current is None or not self.wrote(current):
+            return False
+        return format_role_text(current) == format_role_text(role)
 
     def tools_of(self, role: Role) -> list[BaseTool]:
         """The user's own tools that agents of ``role`` get."""

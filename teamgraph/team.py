@@ -6,12 +6,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from langchain_core.messages import AnyMessage
+from langchain_core.messages import AnyMessage, BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.graph.state import CompiledStateGraph
 
-from teamgraph.audit.stats import team_stats
+from teamgraph.audit.stats import TeamStats, team_stats
 from teamgraph.audit.tokens import check_prices, with_tokens
 from teamgraph.checkpoints import DB_FILE, open_checkpointer
 from teamgraph.governance.matrix import PermissionMatrix
@@ -89,7 +89,7 @@ class Team:
             clock=clock or SystemClock(),
             extra_tools={role: list(ts) for role, ts in extra.items()},
             token_counter=token_counter,
-            prices=None if prices is None else dict(check_prices(prices)),  # type: ignore[arg-type]
+            prices=None if prices is None else check_prices(prices),
             permissions=permissions,
             project=project,
         )
@@ -135,7 +135,7 @@ class Team:
         """The thread's current state values."""
         return self.graph.get_state(config).values
 
-    def history(self, config: RunnableConfig, display_name: str, view: HistoryView = "full") -> list[AnyMessage]:
+    def history(self, config: RunnableConfig, display_name: str, view: HistoryView = "full") -> list[BaseMessage]:
         """One agent's own conversation in a thread.
 
         Args:
@@ -154,7 +154,7 @@ class Team:
         """The thread's registry: display name -> role, status, counters, ``tokens`` (see ``TokenUsage``)."""
         return with_tokens(self.state(config), self.runtime.prices)
 
-    def stats(self, config: RunnableConfig) -> dict[str, Any]:
+    def stats(self, config: RunnableConfig) -> TeamStats:
         """The thread's collaboration figures (see ``teamgraph.audit.stats.team_stats``)."""
         return team_stats(self.state(config), prices=self.runtime.prices, policy=self.runtime.policy)
 
@@ -168,20 +168,20 @@ class Team:
 
     async def ahistory(
         self, config: RunnableConfig, display_name: str, view: HistoryView = "full"
-    ) -> list[AnyMessage]:
+    ) -> list[BaseMessage]:
         """One agent's own conversation in a thread (async); see ``history``."""
         return self._history_view(await self.astate(config), display_name, view)
 
-    def _history_view(self, values: dict[str, Any], display_name: str, view: HistoryView) -> list[AnyMessage]:
+    def _history_view(self, values: dict[str, Any], display_name: str, view: HistoryView) -> list[BaseMessage]:
         history = _history_of(values, display_name)
         if view == "full":
-            return without_markers(history)  # type: ignore[return-value]
+            return without_markers(history)
         if view != "model":
             raise ValueError(f"view={view!r} is not a history view. Use 'full' (every message) or 'model'.")
         role = self.runtime.roles[values["agents"][display_name]["role"]]
         model = self.runtime.model_for(role)
         budget = context_budget(model=model, policy=self.runtime.policy, counter=self.runtime.token_counter)
-        return model_view(history, budget=budget)  # type: ignore[return-value]
+        return model_view(history, budget=budget)
 
     async def aagents(self, config: RunnableConfig) -> dict[str, dict[str, Any]]:
         """The thread's registry (async); see ``agents``."""

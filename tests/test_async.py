@@ -28,7 +28,11 @@ FINAL = "The login feature is built."
 # A member asks the user (Policy(ask="human")): the run pauses, then resumes.
 ASK_SCRIPT = {
     "Team Leader": [
-        {"tool_calls": [{"name": "create_sub_agent", "args": {"role_id": "ui-operator", "task": "Design the login page."}}]},
+        {
+            "tool_calls": [
+                {"name": "create_sub_agent", "args": {"role_id": "ui-operator", "task": "Design the login page."}}
+            ]
+        },
         "",
         "The login page is designed, in blue as you asked.",
     ],

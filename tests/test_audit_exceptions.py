@@ -7,10 +7,10 @@ from conftest import FakeClock
 from langchain_core.tools import tool
 from scripting import act, after_seconds, call, chunks, quiet
 
-from teamgraph.messaging.results import outcome_of
 from teamgraph import Policy, ScriptedChatModel, Team
 from teamgraph.audit import flush_log, parse_line
 from teamgraph.audit.exceptions import RETRIES_KEY, is_transient
+from teamgraph.messaging.results import outcome_of
 
 LEADER = "Team Leader"
 UI = "UI Operator_1"

@@ -1,7 +1,7 @@
-"""Scenario tests of the collaboration tool set (seed 000) and of message delivery.
+"""Scenario tests of the collaboration tool set (docs/protocols.md, "Collaboration") and of message delivery.
 
 ``call_agent``, ``call_agents`` and ``assign_agent_work``; ``send_message``'s typed
-messages (seed 003); delivery records (``state["deliveries"]``), bounces, deadlock
+messages (docs/protocols.md, "Message types"); delivery records (``state["deliveries"]``), bounces, deadlock
 breaking, what peer-to-peer traffic the leader sees, and exactly-once delivery
 across a crash and a pause resumed by a new process.
 
@@ -134,7 +134,10 @@ def test_a_call_answered_with_answer_other_agent_gets_that_answer(clocked_team):
         {
             LEADER: [CREATE_PM_AND_RESEARCHERS, *quiet()],
             PM: [act(call("call_agent", receiver=R1, content="Which port?")), "Port noted."],
-            R1: [act(call("answer_other_agent", question_id="ask_1", answer="Port 8080.")), "Answered the Project Manager."],
+            R1: [
+                act(call("answer_other_agent", question_id="ask_1", answer="Port 8080.")),
+                "Answered the Project Manager.",
+            ],
         }
     )
     run.send("Go")
@@ -226,7 +229,10 @@ def test_assign_agent_work_delivers_the_task_and_puts_it_on_the_board_if_there_i
     else:
         assert run.tool_result(LEADER, "assign_agent_work") == "Work assigned to Researcher_1."
         assert "board" not in team
-    assert any(e["title"] == "Result" and e["sender"] == R1 and e["body"] == "Option A wins." for e in envelopes_in(run, LEADER))
+    assert any(
+        e["title"] == "Result" and e["sender"] == R1 and e["body"] == "Option A wins."
+        for e in envelopes_in(run, LEADER)
+    )
 
 
 def test_only_the_master_and_the_task_manager_assign_work(clocked_team):
@@ -296,10 +302,16 @@ def test_calling_the_master_or_yourself_is_refused_and_the_error_says_so(clocked
     "args, problem",
     [
         ({"project_name": "escape", "files": ["../secret.txt"]}, "'../secret.txt' is outside the project folder."),
-        ({"project_name": "escape", "files": ["notes/../../other/plan.md"]}, "'notes/../../other/plan.md' is outside the project folder."),
+        (
+            {"project_name": "escape", "files": ["notes/../../other/plan.md"]},
+            "'notes/../../other/plan.md' is outside the project folder.",
+        ),
         ({"project_name": "escape", "files": ["/etc/passwd"]}, "'/etc/passwd' is outside the project folder."),
         ({"project_name": "escape", "files": ["link/secret.txt"]}, "'link/secret.txt' is outside the project folder."),
-        ({"project_name": "escape", "files": ["ok.md", "../../../home.db"]}, "'../../../home.db' is outside the project folder."),
+        (
+            {"project_name": "escape", "files": ["ok.md", "../../../home.db"]},
+            "'../../../home.db' is outside the project folder.",
+        ),
         ({"files": ["notes.md"]}, "files need a project_name: they are paths inside project/{project_name}/."),
         ({"project_name": "../escape", "files": ["notes.md"]}, "'../escape' is not a valid project_name"),
     ],
@@ -334,7 +346,7 @@ def test_files_outside_project_folder_are_refused(clocked_team, tmp_path, args, 
     assert run.history(R1) == [] and run.history(R2) == []
 
 
-# --- send_message: the seed 003 message types ---------------------------------------------------
+# --- send_message: the message types of docs/protocols.md ---------------------------------------------------
 
 
 def test_broadcast_reaches_every_active_member_once(clocked_team):
@@ -424,15 +436,30 @@ def test_shutdown_request_and_shutdown_response_are_message_types(clocked_team, 
                 *quiet(),
             ],
             R1: [
-                act(call("send_message", to=LEADER, content="", msg_type="shutdown_response", request_id="shutdown_1", approve=False), response),
+                act(
+                    call(
+                        "send_message",
+                        to=LEADER,
+                        content="",
+                        msg_type="shutdown_response",
+                        request_id="shutdown_1",
+                        approve=False,
+                    ),
+                    response,
+                ),
                 "Bye." if approve else "Writing my notes.",
             ],
         }
     )
     run.send("Wrap up")
 
-    assert run.tool_result(LEADER, "send_message") == "Shutdown request shutdown_1 sent to 'Researcher_1' (status: pending)"
-    assert briefs_in(run, R1)[0] == brief("Shutdown request", LEADER, "ShutdownRequest", "Your part is done.", "shutdown_1")
+    assert (
+        run.tool_result(LEADER, "send_message")
+        == "Shutdown request shutdown_1 sent to 'Researcher_1' (status: pending)"
+    )
+    assert briefs_in(run, R1)[0] == brief(
+        "Shutdown request", LEADER, "ShutdownRequest", "Your part is done.", "shutdown_1"
+    )
     assert errors_of(run, R1) == ["Error: Give a reason (content) when you reject a shutdown request."]
     record = run.request("shutdown_1")
     if approve:
@@ -513,8 +540,16 @@ def test_two_members_calling_each_other_in_one_superstep_is_a_cycle_the_router_b
         {
             LEADER: [
                 act(
-                    call("create_sub_agent", role_id="project-manager", task="Agree the milestones with the Task Manager."),
-                    call("create_sub_agent", role_id="task-manager", task="Agree the milestones with the Project Manager."),
+                    call(
+                        "create_sub_agent",
+                        role_id="project-manager",
+                        task="Agree the milestones with the Task Manager.",
+                    ),
+                    call(
+                        "create_sub_agent",
+                        role_id="task-manager",
+                        task="Agree the milestones with the Project Manager.",
+                    ),
                 ),
                 *quiet(),
             ],
@@ -549,13 +584,21 @@ def test_the_leader_waiting_on_a_member_that_waits_on_the_leader_is_a_cycle_the_
                 act(call("answer_sub_agent_question", question_id="ask_1", answer="Use Postgres.")),
                 *quiet(),
             ],
-            PM: [act(call("ask_master", question="Postgres or SQLite?")), "Database set up with Postgres.", "Status: done."],
+            PM: [
+                act(call("ask_master", question="Postgres or SQLite?")),
+                "Database set up with Postgres.",
+                "Status: done.",
+            ],
         }
     )
     run.send("Set up the database")
 
     leader = run.history(LEADER)
-    calling = next(i for i, m in enumerate(leader) if isinstance(m, AIMessage) and m.tool_calls and m.tool_calls[0]["name"] == "call_agent")
+    calling = next(
+        i
+        for i, m in enumerate(leader)
+        if isinstance(m, AIMessage) and m.tool_calls and m.tool_calls[0]["name"] == "call_agent"
+    )
     assert has_envelope(str(leader[calling - 1].content), title="Question", sender=PM, id="ask_1")  # it was waited on
     assert run.tool_result(LEADER, "call_agent") == (
         "Error: deadlock: Project Manager_1 waits for Team Leader (ask_1), Team Leader waits for "
@@ -574,7 +617,10 @@ def test_every_message_gets_an_id_and_a_record_queued_then_delivered_then_read(c
     run = clocked_team(
         {
             LEADER: [
-                act(call("create_sub_agent", role_id="project-manager", task="Collect one fact."), call("create_sub_agent", role_id="researcher")),
+                act(
+                    call("create_sub_agent", role_id="project-manager", task="Collect one fact."),
+                    call("create_sub_agent", role_id="researcher"),
+                ),
                 # Sent while the Project Manager waits for its call: it stays queued.
                 act(call("send_message_to_sub_agent", display_name=PM, message="FYI: facts go in facts.md")),
                 *quiet(),
@@ -699,7 +745,10 @@ def test_every_kind_of_peer_traffic_reaches_the_leader_as_a_notice(clocked_team)
     sends = {
         "send_message": (PM, act(call("send_message", to=R1, content="Peer note 42."))),
         "broadcast": (PM, act(call("send_message", to="*", content="Peer note 42.", msg_type="broadcast"))),
-        "sessions_send fire-and-forget": (liaison, act(call("sessions_send", sessionKey=R1, message="Peer note 42.", timeoutSeconds=0))),
+        "sessions_send fire-and-forget": (
+            liaison,
+            act(call("sessions_send", sessionKey=R1, message="Peer note 42.", timeoutSeconds=0)),
+        ),
         "a call answered with answer_other_agent": (PM, act(call("call_agent", receiver=R1, content="Peer question?"))),
     }
     missing = {}
@@ -713,7 +762,11 @@ def test_every_kind_of_peer_traffic_reaches_the_leader_as_a_notice(clocked_team)
             {
                 LEADER: [
                     act(
-                        call("create_sub_agent", role_id="project-manager" if sender == PM else "liaison", task="Talk to the researcher."),
+                        call(
+                            "create_sub_agent",
+                            role_id="project-manager" if sender == PM else "liaison",
+                            task="Talk to the researcher.",
+                        ),
                         call("create_sub_agent", role_id="researcher"),
                     ),
                     *quiet(),
@@ -725,8 +778,14 @@ def test_every_kind_of_peer_traffic_reaches_the_leader_as_a_notice(clocked_team)
         run.send("Go")
         seen = chunks(run, LEADER)
         # (A call's question has a notice of its own: "<sender> asked Researcher_1 (ask_1): ...".)
-        notices = [c for c in seen if c.startswith("Notice · ") and sender in c and R1 in c and f"{sender} asked" not in c]
-        if len(notices) != 1 or "\n" in notices[0] or "Peer note 42." in "".join(c for c in seen if not c.startswith("Notice · ")):
+        notices = [
+            c for c in seen if c.startswith("Notice · ") and sender in c and R1 in c and f"{sender} asked" not in c
+        ]
+        if (
+            len(notices) != 1
+            or "\n" in notices[0]
+            or "Peer note 42." in "".join(c for c in seen if not c.startswith("Notice · "))
+        ):
             missing[how] = seen
     assert not missing, f"no one-line notice for the leader after: {', '.join(missing)} ({missing})"
 
@@ -849,8 +908,20 @@ def test_each_message_is_delivered_exactly_once_after_a_resume_in_a_new_process(
     assert every_envelope.count(fyi_text) == 1
     assert every_envelope.count(thanks) == 1  # the broadcast: to Researcher_1 only, once
     pm = after["histories"][PM]
-    assert types(pm) == ["HumanMessage", "AIMessage", "ToolMessage", "HumanMessage", "AIMessage", "ToolMessage", "AIMessage"]
+    assert types(pm) == [
+        "HumanMessage",
+        "AIMessage",
+        "ToolMessage",
+        "HumanMessage",
+        "AIMessage",
+        "ToolMessage",
+        "AIMessage",
+    ]
     assert pm[3].content == fyi_text
-    assert (pm[2].content == "Researcher_1 replied (out_1):\nFact A.") if mode == "crash" else ("Markdown." in pm[2].content)
+    assert (
+        (pm[2].content == "Researcher_1 replied (out_1):\nFact A.")
+        if mode == "crash"
+        else ("Markdown." in pm[2].content)
+    )
     assert all(r["status"] == "idle" for r in after["agents"].values())
     assert after["histories"][R1][-1].content == "Noted."

@@ -428,7 +428,7 @@ def test_a_member_uses_the_teammates_names_end_to_end(hitl_team, tmp_path):
 # --- the Team Leader prompt ----------------------------------------------------------------------
 
 LEADER_PROMPT_SECTIONS = {
-    # seed 001 section -> words that must be in it
+    # section (docs/protocols.md, "The Team Leader's prompt") -> words that must be in it
     "persona": ["plain language", "technical detail", "partner"],
     "your role": ["strategist", "supervise"],
     "do it yourself vs delegate": ["Delegate by default", "Save your context", "read_file", "write_file"],
@@ -456,8 +456,15 @@ LEADER_PROMPT_SECTIONS = {
     "while members work": ["do not poll", "sleep", "end your turn with no text"],
     "failure modes": ["Role reversal", "Instruction echo", "Vague answers", "Loops"],
     "converge": ["terminate_sub_agent", "2-3 members"],
-    "tools": ["create_sub_agent", "terminate_sub_agent", "ask_sub_agent", "create_custom_agent", "get_sub_agent_status"],
-    # (The spec's output-format section, chat cards and citations, is the chat front end's: out of scope.)
+    "tools": [
+        "create_sub_agent",
+        "terminate_sub_agent",
+        "ask_sub_agent",
+        "create_custom_agent",
+        "get_sub_agent_status",
+    ],
+    # (A chat front end's output format, cards and citations, is out of scope:
+    # docs/protocols.md, "The Team Leader's prompt".)
     "messages you receive": ["id: out_", "id: ask_", "answer_sub_agent_question"],
     "display names": ["Team Leader", "{Role Name}_{n}"],
     "communication rules": ["inline", "tool result", "envelope"],

@@ -1,4 +1,4 @@
-"""The permission matrix as data: each row of seed 000 §4 allowed and refused, at load and at call time.
+"""The permission matrix as data (docs/protocols.md, "Permissions"): each row allowed and refused, at load and call.
 
 Load-time checks read real role files; call-time checks go through the real tools'
 gate (``rule_call``, what ``run_tool_calls`` asks before every call). Team runs that
@@ -19,7 +19,7 @@ from teamgraph.roles import RoleFileError, write_role_file
 from teamgraph.tools import TOOL_SET_FACTORIES, tool_set
 from teamgraph.tools.context import View
 
-# Seed 000 §4.1: role -> (tools it may call, tools it may not), with its level from §4.2.
+# docs/protocols.md, "Permissions": role -> (tools it may call, tools it may not), with its level.
 ROWS = {
     "team-leader": (
         ["create_sub_agent", "assign_agent_work", "create_task", "create_skill", "endow_skills", "get_agent_config",

@@ -88,7 +88,10 @@ def test_the_task_manager_assigns_work_and_keeps_the_board(run_team):
         }
     )
     # The board reaches members' prompts without a plan, with each task's assignee (its work has started).
-    shown = "# Task board\n- task_1 [in_progress] Survey (Researcher_1)\n- task_2 [blocked] Report (any role) (after task_1)"
+    shown = (
+        "# Task board\n- task_1 [in_progress] Survey (Researcher_1)\n"
+        "- task_2 [blocked] Report (any role) (after task_1)"
+    )
     assert shown in prompts[0]
     assert run.tool_texts(tm, "assign_agent_work") == [f"Work assigned to {r1}."]
     assert "Do the survey." in run.inbox_texts(r1)[0] and f"Task from {tm}" in run.inbox_texts(r1)[0]

@@ -779,7 +779,10 @@ def test_when_blocked_the_team_keeps_working_and_pauses_only_when_nobody_can_go_
     # Everything the colleague could do was done before the pause.
     assert run.ai_count("UI Operator_1") == 4
     assert run.status("UI Operator_1") == "idle"
-    assert any(e["sender"] == "UI Operator_1" and e["tag"] == "Output" and e["body"] == "Page drawn." for e in envelopes_in(run, LEADER))
+    assert any(
+        e["sender"] == "UI Operator_1" and e["tag"] == "Output" and e["body"] == "Page drawn."
+        for e in envelopes_in(run, LEADER)
+    )
     assert {n: a["status"] for n, a in run.agents().items()} == {
         LEADER: "idle", MEMBER: "waiting", "UI Operator_1": "idle",
     }

@@ -96,7 +96,9 @@ def test_two_runs_of_one_thread_in_one_process_are_refused_too(tmp_path):
 
 @pytest.mark.parametrize("value", [{1: "x"}, {}, None], ids=["int-key", "empty", "none"])
 def test_resume_values_langgraph_would_mishandle_are_refused_and_change_nothing(tmp_path, value):
-    team = Team(model=ScriptedChatModel({LEADER: [act(call("ask_user", question="Colour?")), "Blue it is."]}), home=tmp_path)
+    team = Team(
+        model=ScriptedChatModel({LEADER: [act(call("ask_user", question="Colour?")), "Blue it is."]}), home=tmp_path
+    )
     graph, config = team.compile(), {"configurable": {"thread_id": "t"}}
     paused = graph.invoke({"messages": [("user", "Go")]}, config)
     before = graph.get_state(config)

@@ -12,7 +12,6 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 from openai import BadRequestError, InternalServerError
-
 from openai_server import ScriptedOpenAIServer
 
 

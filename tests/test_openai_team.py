@@ -47,13 +47,21 @@ def openai_team(openai_server, monkeypatch, tmp_path):
 
 DELEGATION = {
     LEADER: [
-        {"content": None, "tool_calls": [{"name": "create_sub_agent", "arguments": {"role_id": "researcher", "task": "Compare cookies and JWT."}}]},
+        {
+            "content": None,
+            "tool_calls": [
+                {"name": "create_sub_agent", "arguments": {"role_id": "researcher", "task": "Compare cookies and JWT."}}
+            ],
+        },
         "",
         "Researcher_1 recommends session cookies.",
     ],
     "Researcher_1": [
         {"content": None, "tool_calls": [{"name": "write_file", "arguments": '{"path": "notes.md", "content": '}]},
-        {"content": None, "tool_calls": [{"name": "write_file", "arguments": {"path": "notes.md", "content": "cookies"}}]},
+        {
+            "content": None,
+            "tool_calls": [{"name": "write_file", "arguments": {"path": "notes.md", "content": "cookies"}}],
+        },
         "Session cookies: simpler revocation. Notes in notes.md.",
     ],
 }
@@ -110,7 +118,12 @@ def test_provider_errors_are_retried(openai_team):
 def test_a_member_whose_provider_keeps_failing_is_reported_not_fatal(openai_team):
     scripts = {
         LEADER: [
-            {"content": None, "tool_calls": [{"name": "create_sub_agent", "arguments": {"role_id": "researcher", "task": "Look it up."}}]},
+            {
+                "content": None,
+                "tool_calls": [
+                    {"name": "create_sub_agent", "arguments": {"role_id": "researcher", "task": "Look it up."}}
+                ],
+            },
             "",
             "Researcher_1 failed; I will answer myself: cookies.",
         ],
@@ -203,7 +216,13 @@ def test_absurd_time_outs_are_refused_and_the_thread_goes_on(openai_team, second
 
 
 def test_a_custom_role_with_a_model_the_team_cannot_build_is_refused_and_the_home_stays_usable(openai_team, tmp_path):
-    role = {"id": "analyst", "name": "Analyst", "description": "Analyses.", "prompt": "Analyse.", "model": "nosuchprovider:x"}
+    role = {
+        "id": "analyst",
+        "name": "Analyst",
+        "description": "Analyses.",
+        "prompt": "Analyse.",
+        "model": "nosuchprovider:x",
+    }
     scripts = {LEADER: [_calls("create_custom_agent", role), "Done.", "Done again."]}
     server, team, graph = openai_team(scripts)
     config = {"configurable": {"thread_id": "custom"}}

@@ -127,9 +127,16 @@ def test_require_plan_refuses_dispatch_until_a_plan_is_approved_and_a_rejection_
         "Plan plan_2 approved by the user. Feedback: ok. "
         "Its steps are the task board now: task_1 Find facts, task_2 Write it up."
     )
-    assert run.tool_texts(LEADER, "create_sub_agent")[2] == "Created Researcher_1 (Researcher). It is working on the task."
+    assert (
+        run.tool_texts(LEADER, "create_sub_agent")[2] == "Created Researcher_1 (Researcher). It is working on the task."
+    )
     team = run.values["team"]
-    assert team["plan"] == {"id": "plan_2", "status": "approved", "summary": "Research X, then write it up.", "complexity": "medium"}
+    assert team["plan"] == {
+        "id": "plan_2",
+        "status": "approved",
+        "summary": "Research X, then write it up.",
+        "complexity": "medium",
+    }
     assert team["board"] == [
         {"id": "task_1", "title": "Find facts", "role_id": "researcher", "depends_on": [], "status": "done",
          "updated_by": MEMBER, "note": "facts.md", "assignee": MEMBER},  # NOTE: claimed when its work started
@@ -140,9 +147,12 @@ def test_require_plan_refuses_dispatch_until_a_plan_is_approved_and_a_rejection_
     assert run.tool_texts(LEADER, "update_task") == ["task_2 is done."]
     # The board is in the leader's context (and the member's), updated as tasks move.
     assert [board_section(p) for p in prompts] == [
-        "# Plan plan_2: approved\n- task_1 [in_progress] Find facts (Researcher_1)\n- task_2 [todo] Write it up (any role) (after task_1)",
-        "# Plan plan_2: approved\n- task_1 [done] Find facts (Researcher_1)\n- task_2 [todo] Write it up (any role) (after task_1)",
-        "# Plan plan_2: approved\n- task_1 [done] Find facts (Researcher_1)\n- task_2 [done] Write it up (any role) (after task_1)",
+        "# Plan plan_2: approved\n- task_1 [in_progress] Find facts (Researcher_1)\n"
+        "- task_2 [todo] Write it up (any role) (after task_1)",
+        "# Plan plan_2: approved\n- task_1 [done] Find facts (Researcher_1)\n"
+        "- task_2 [todo] Write it up (any role) (after task_1)",
+        "# Plan plan_2: approved\n- task_1 [done] Find facts (Researcher_1)\n"
+        "- task_2 [done] Write it up (any role) (after task_1)",
     ]
     assert "- task_1 [in_progress] Find facts (Researcher_1)" in member_prompts[0]
     assert run.values["messages"][-1].content == "Report: X explained."
@@ -155,7 +165,9 @@ def test_propose_plan_checks_its_steps_and_opens_nothing_when_they_are_wrong(hit
                 act(
                     call("propose_plan", summary="Nothing.", steps=[]),
                     call("propose_plan", summary="Bad role.", steps=[{"title": "Spy", "role_id": "spy"}]),
-                    call("propose_plan", summary="Bad order.", steps=[{"title": "A", "depends_on": [2]}, {"title": "B"}]),
+                    call(
+                        "propose_plan", summary="Bad order.", steps=[{"title": "A", "depends_on": [2]}, {"title": "B"}]
+                    ),
                 ),
                 "I could not plan.",
             ],
@@ -180,7 +192,10 @@ def test_update_task_refuses_a_task_that_is_not_on_the_board(hitl_team):
             LEADER: [
                 act(call("update_task", task_id="task_1", status="done")),
                 act(PLAN_V2),
-                act(call("update_task", task_id="task_9", status="done"), call("update_task", task_id="task_1", status="blocked", note="no access")),
+                act(
+                    call("update_task", task_id="task_9", status="done"),
+                    call("update_task", task_id="task_1", status="blocked", note="no access"),
+                ),
                 "Blocked.",
             ],
         },
@@ -226,7 +241,9 @@ def builder_roles(tmp_path: Path) -> Path:
 WRITE = call("write_file", path="app.py", content="print('hi')\n")
 
 
-def test_a_member_that_requires_a_plan_waits_for_approval_before_work_reject_then_approve(hitl_team, tmp_path, team_home):
+def test_a_member_that_requires_a_plan_waits_for_approval_before_work_reject_then_approve(
+    hitl_team, tmp_path, team_home
+):
     leader_prompts: list[str] = []
     builder_prompts: list[str] = []
 
@@ -241,7 +258,10 @@ def test_a_member_that_requires_a_plan_waits_for_approval_before_work_reject_the
                 call("review_plan", request_id="member_plan_1", approve=True),
             )
         if "id: member_plan_1" in new:
-            return recorded(leader_prompts, act(call("review_plan", request_id="member_plan_1", approve=False, feedback="Add tests")))(messages)
+            return recorded(
+                leader_prompts,
+                act(call("review_plan", request_id="member_plan_1", approve=False, feedback="Add tests")),
+            )(messages)
         return "Built." if "app.py written." in new else ""
 
     run = hitl_team(
@@ -272,10 +292,17 @@ def test_a_member_that_requires_a_plan_waits_for_approval_before_work_reject_the
     assert project_file.read_text() == "print('hi')\n"
     # The plan's id comes back at once; the leader's decision reaches the member as a reply naming it.
     assert "- member_plan_1 (member_plan) from Builder_1: 1. write app.py" in leader_prompts[0]
-    assert run.tool_texts("Builder_1", "submit_plan") == [plan_submitted("member_plan_1"), plan_submitted("member_plan_2")]
+    assert run.tool_texts("Builder_1", "submit_plan") == [
+        plan_submitted("member_plan_1"),
+        plan_submitted("member_plan_2"),
+    ]
     verdicts = [(e["fields"]["to"], e["body"]) for e in envelopes_in(run, "Builder_1") if e["title"] == "Reply"]
     assert verdicts == [
-        ("member_plan_1", "Your plan (member_plan_1) was rejected by Team Leader. Feedback: Add tests. Revise it and submit_plan again."),
+        (
+            "member_plan_1",
+            "Your plan (member_plan_1) was rejected by Team Leader. Feedback: Add tests. "
+            "Revise it and submit_plan again.",
+        ),
         ("member_plan_2", "Your plan (member_plan_2) was approved by Team Leader."),
     ]
     assert {rid: r["status"] for rid, r in run.requests().items()} == {
@@ -368,7 +395,11 @@ def test_shutdown_approved_the_member_finishes_its_step_and_shuts_down(hitl_team
         [
             LIST,
             LIST,
-            act(call("list_files"), call("shutdown_response", request_id="shutdown_1", approve=True), content="Stopping."),
+            act(
+                call("list_files"),
+                call("shutdown_response", request_id="shutdown_1", approve=True),
+                content="Stopping.",
+            ),
             "never played",
         ],
         leader_after=[
@@ -384,7 +415,9 @@ def test_shutdown_approved_the_member_finishes_its_step_and_shuts_down(hitl_team
 
     assert run.interrupt_of(out) is None
     # The request id at once, in the team protocols' words.
-    assert run.tool_texts(LEADER, "shutdown_request") == ["Shutdown request shutdown_1 sent to 'Researcher_1' (status: pending)"]
+    assert run.tool_texts(LEADER, "shutdown_request") == [
+        "Shutdown request shutdown_1 sent to 'Researcher_1' (status: pending)"
+    ]
     request = next(e for e in envelopes_in(run, MEMBER) if e["tag"] == "ShutdownRequest")
     assert (request["sender"], request["fields"]["id"], request["body"]) == (LEADER, "shutdown_1", "Your part is done.")
     assert "shutdown_response" in request["fields"]["respond"]

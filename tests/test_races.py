@@ -66,7 +66,9 @@ PROTOCOLS = [
         "sessions_send",
     ),
     Protocol("sessions_spawn", False, call("sessions_spawn", task=CALL_MARK, agentId=OTHER), "sessions_spawn"),
-    Protocol("ask_other_agent", False, call("ask_other_agent", display_name=OTHER, question=CALL_MARK), "ask_other_agent"),
+    Protocol(
+        "ask_other_agent", False, call("ask_other_agent", display_name=OTHER, question=CALL_MARK), "ask_other_agent"
+    ),
 ]
 
 SIDES = {

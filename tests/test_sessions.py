@@ -1,12 +1,12 @@
-"""Scenario tests of the sessions tool set (seed 004).
+"""Scenario tests of the sessions tool set (docs/protocols.md, "Sessions").
 
 ``sessions_list``, ``sessions_send`` (blocking up to a time-out, then a late reply;
 ``timeoutSeconds=0`` fire-and-forget; the reply ping-pong and ``REPLY_SKIP``),
 ``sessions_spawn`` (background runs, result push, ``cleanup``, ``runTimeoutSeconds``,
-``ANNOUNCE_SKIP``), the errors worded as seed 004 words them, and wait cycles that mix
+``ANNOUNCE_SKIP``), the errors worded as docs/protocols.md, "Sessions" words them, and wait cycles that mix
 tools.
 
-Every built-in role has the sessions tools (the spec gives them to every agent); the
+Every built-in role has the sessions tools (docs/protocols.md, "Sessions"); the
 ``liaison`` role (conftest.py, ``tools: [member, files, protocols, sessions]``) is a
 member role without the collaboration tools. Every
 scenario runs a whole team with a ScriptedChatModel and a FakeClock that scripted
@@ -49,7 +49,7 @@ def ai_texts(run, name: str) -> list[str]:
 
 
 def request_template(sender: str, receiver: str, body: str, *, timeout: str = "120", **fields: str) -> dict:
-    """The fields of a sessions_send request (the spec's template) as the receiver reads them back."""
+    """The fields of a sessions_send request (docs/protocols.md, "Sessions") as the receiver reads them back."""
     blocking = timeout != "0"
     return {
         "sender": f"{sender} ({'team-leader' if sender == LEADER else sender.rsplit('_', 1)[0].lower()})",
@@ -123,7 +123,10 @@ def test_sessions_send_blocks_until_the_target_replies_within_the_time_out(clock
     run = clocked_team(
         {
             LEADER: [CREATE_LIAISON_AND_RESEARCHER, *quiet()],
-            LIAISON: [act(call("sessions_send", sessionKey=R1, message="What is 2+2?", timeoutSeconds=30)), "REPLY_SKIP"],
+            LIAISON: [
+                act(call("sessions_send", sessionKey=R1, message="What is 2+2?", timeoutSeconds=30)),
+                "REPLY_SKIP",
+            ],
             R1: [after_seconds(fake_clock, 10, act(call("list_files"))), "4."],
         }
     )
@@ -133,7 +136,11 @@ def test_sessions_send_blocks_until_the_target_replies_within_the_time_out(clock
     assert run.tool_result(LIAISON, "sessions_send") == "Researcher_1 replied (out_1):\n4."
     assert types(run.history(LIAISON)) == ["HumanMessage", "AIMessage", "ToolMessage", "AIMessage"]
     record = run.request("ask_1")
-    assert (record["tool"], record["status"], record["closed_at"]) == ("sessions_send", "answered", "2030-01-01T09:00:10+00:00")
+    assert (record["tool"], record["status"], record["closed_at"]) == (
+        "sessions_send",
+        "answered",
+        "2030-01-01T09:00:10+00:00",
+    )
     assert "timed_out_at" not in record
 
 
@@ -153,7 +160,7 @@ def test_sessions_send_times_out_and_the_late_reply_reaches_the_caller_as_a_mess
 
     timed_out_result = run.tool_result(LIAISON, "sessions_send")
     assert R1 in timed_out_result and "ask_1" in timed_out_result and "sessions_spawn" in timed_out_result
-    assert timed_out_result == timed_out(R1, "ask_1", 30)  # the sessions spec's time-out result
+    assert timed_out_result == timed_out(R1, "ask_1", 30)  # docs/protocols.md, "Sessions": the time-out error
     assert run.request("ask_1")["timed_out_at"] == "2030-01-01T09:01:00+00:00"
     # The caller went on; the target kept working and its answer came later, as a message.
     assert types(run.history(LIAISON)) == [
@@ -172,7 +179,12 @@ def test_sessions_send_waits_the_whole_time_out_even_a_fractional_one(clocked_te
     run = clocked_team(
         {
             LEADER: [CREATE_LIAISON_AND_RESEARCHER, *quiet()],
-            LIAISON: [act(call("sessions_send", sessionKey=R1, message="Quick check?", timeoutSeconds=1.5)), "REPLY_SKIP", "Ok.", "Ok."],
+            LIAISON: [
+                act(call("sessions_send", sessionKey=R1, message="Quick check?", timeoutSeconds=1.5)),
+                "REPLY_SKIP",
+                "Ok.",
+                "Ok.",
+            ],
             # One second passes: less than the 1.5 s the caller agreed to wait.
             R1: [after_seconds(fake_clock, 1, act(call("list_files"))), "Checked."],
         }
@@ -204,8 +216,12 @@ def test_time_out_zero_is_fire_and_forget(clocked_team):
         "Sent to Researcher_1 (fire-and-forget): no reply expected.",
         "Sent to Team Leader (fire-and-forget): no reply expected.",
     ]
-    assert received(run, R1) == [env("Message", LIAISON, "Message", request_template(LIAISON, R1, "Deploy is at 5.", timeout="0"))]
-    assert env("Message", LIAISON, "Message", request_template(LIAISON, LEADER, "Deploy scheduled.", timeout="0")) in received(run, LEADER)
+    assert received(run, R1) == [
+        env("Message", LIAISON, "Message", request_template(LIAISON, R1, "Deploy is at 5.", timeout="0"))
+    ]
+    assert env(
+        "Message", LIAISON, "Message", request_template(LIAISON, LEADER, "Deploy scheduled.", timeout="0")
+    ) in received(run, LEADER)
     assert run.requests() == {}
     # The caller did not wait: its next step ran alongside the target's.
     assert any({LIAISON, R1} <= set(ran) for _, ran in steps), steps
@@ -274,7 +290,11 @@ def test_ping_pong_goes_back_and_forth_for_at_most_max_ping_pong_rounds(clocked_
 @pytest.mark.parametrize("side", ["requester", "target", "target-first-reply"])
 def test_replying_exactly_reply_skip_ends_the_ping_pong(clocked_team, side):
     liaison = {"requester": ["REPLY_SKIP", "A2"], "target": ["A1", "A2"], "target-first-reply": ["A1", "A2"]}[side]
-    researcher = {"requester": ["B1", "B2"], "target": ["B1", "REPLY_SKIP", "B3"], "target-first-reply": ["REPLY_SKIP", "B2"]}[side]
+    researcher = {
+        "requester": ["B1", "B2"],
+        "target": ["B1", "REPLY_SKIP", "B3"],
+        "target-first-reply": ["REPLY_SKIP", "B2"],
+    }[side]
     spare = ["(spare turn)"] * 4  # so that a ping-pong that goes on too long fails an assertion, not the script
     run = clocked_team(
         {
@@ -285,7 +305,9 @@ def test_replying_exactly_reply_skip_ends_the_ping_pong(clocked_team, side):
     )
     run.send("Go")
 
-    expected_to_researcher = [ping(LIAISON, "A1", "ping-pong round 2/5 · reply REPLY_SKIP to stop")] if side == "target" else []
+    expected_to_researcher = (
+        [ping(LIAISON, "A1", "ping-pong round 2/5 · reply REPLY_SKIP to stop")] if side == "target" else []
+    )
     assert received(run, R1) == [question_envelope("Shall we use REST?"), *expected_to_researcher]
     assert received(run, LIAISON)[1:] == []
     assert run.values["team"].get("conversations", {}) == {}
@@ -302,7 +324,15 @@ def test_sessions_spawn_accepts_at_once_and_pushes_the_result_back(clocked_team,
         {
             LEADER: [act(call("create_sub_agent", role_id="liaison", task="Find the rate limit.")), *quiet()],
             LIAISON: [
-                act(call("sessions_spawn", task="Find the API rate limit.", label="rate-limit", agentId="researcher", cleanup=cleanup)),
+                act(
+                    call(
+                        "sessions_spawn",
+                        task="Find the API rate limit.",
+                        label="rate-limit",
+                        agentId="researcher",
+                        cleanup=cleanup,
+                    )
+                ),
                 "Waiting for the run.",
                 "Rate limit noted.",
             ],
@@ -336,7 +366,11 @@ def test_sessions_spawn_accepts_at_once_and_pushes_the_result_back(clocked_team,
 
 @pytest.mark.parametrize("agent_id, child", [(None, LIAISON_2), (R1, R1)], ids=["own-role", "existing-session"])
 def test_sessions_spawn_runs_on_a_new_agent_of_the_callers_role_or_an_existing_session(clocked_team, agent_id, child):
-    spawn = call("sessions_spawn", task="Summarize the notes.") if agent_id is None else call("sessions_spawn", task="Summarize the notes.", agentId=agent_id)
+    spawn = (
+        call("sessions_spawn", task="Summarize the notes.")
+        if agent_id is None
+        else call("sessions_spawn", task="Summarize the notes.", agentId=agent_id)
+    )
     run = clocked_team(
         {
             LEADER: [CREATE_LIAISON_AND_RESEARCHER, *quiet()],

@@ -125,7 +125,7 @@ def test_async_stream_names_the_agents(tmp_path: Path) -> None:
         graph = team.compile()
         agents = set()
         config = {"configurable": {"thread_id": "astream-1"}}
-        async for ns, mode, data in graph.astream(
+        async for _ns, mode, data in graph.astream(
             {"messages": [("user", TASK)]}, config, stream_mode=MODES, subgraphs=True
         ):
             if mode == "messages" and isinstance(data[0], AIMessageChunk):

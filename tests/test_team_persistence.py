@@ -13,12 +13,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from fidelity_fixtures import has_envelope
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-from fidelity_fixtures import has_envelope
 from pg_fixtures import postgres_server, postgres_url  # noqa: F401
 from scripting import act, call
-
 
 LEADER = "Team Leader"
 
@@ -164,7 +163,10 @@ def test_a_new_process_resumes_a_crashed_run_and_continues_the_thread(make_team,
     engineer = before["histories"]["Full-Stack Engineer_1"]
     assert [m[0] for m in engineer] == ["HumanMessage", "AIMessage"]  # its ask_master call is open
     assert "Build api/auth.py." in engineer[0][1]
-    assert any(has_envelope(m[1], title="Question", sender="Full-Stack Engineer_1", id="ask_1") for m in before["histories"][LEADER])
+    assert any(
+        has_envelope(m[1], title="Question", sender="Full-Stack Engineer_1", id="ask_1")
+        for m in before["histories"][LEADER]
+    )
     assert "Design web/login.html." in before["histories"]["UI Operator_1"][0][1]
 
     # Resuming finishes the run process 1 left: the answer reaches the waiting engineer.

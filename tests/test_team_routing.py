@@ -10,12 +10,12 @@ import re
 from collections import Counter
 
 import pytest
+from fidelity_fixtures import env, envelopes_in, has_envelope, parsed
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from scripting import act, call, reply_when_done, types
 
 from teamgraph import Policy, RoleFileError
 from teamgraph.messaging import notices
-from fidelity_fixtures import env, envelopes_in, has_envelope, parsed
-from scripting import call, act, reply_when_done, types
 
 LEADER = "Team Leader"
 
@@ -46,7 +46,10 @@ def test_instances_are_numbered_per_role_from_one_and_never_reused(run_team):
                     call("create_sub_agent", role_id="researcher"),
                 ),
                 act(call("terminate_sub_agent", display_name="UI Operator_2")),
-                act(call("create_sub_agent", role_id="ui-operator"), call("create_sub_agent", role_id="full-stack-engineer")),
+                act(
+                    call("create_sub_agent", role_id="ui-operator"),
+                    call("create_sub_agent", role_id="full-stack-engineer"),
+                ),
                 act(call("terminate_sub_agent", display_name="UI Operator_3")),
                 act(call("create_sub_agent", role_id="ui-operator")),
                 "Team ready.",
@@ -134,7 +137,11 @@ def test_two_creators_in_one_superstep_get_distinct_names_and_the_second_is_told
                 act(call("create_sub_agent", role_id="researcher", task="From the leader.")),
                 *[""] * 6,
             ],
-            "Coordinator_1": [act(call("create_sub_agent", role_id="researcher", task="From the coordinator.")), "Coordinated.", ""],
+            "Coordinator_1": [
+                act(call("create_sub_agent", role_id="researcher", task="From the coordinator.")),
+                "Coordinated.",
+                "",
+            ],
             "*": ["Researched.", "Again."],
         },
         roles_dir=roles,
@@ -252,7 +259,10 @@ def test_messages_arriving_together_land_in_one_turn_in_order(run_team):
             "Researcher_1": ["Got both."],
         }
     )
-    assert [(e["sender"], e["body"]) for e in envelopes_in(run, "Researcher_1")] == [(LEADER, "First."), (LEADER, "Second.")]
+    assert [(e["sender"], e["body"]) for e in envelopes_in(run, "Researcher_1")] == [
+        (LEADER, "First."),
+        (LEADER, "Second."),
+    ]
     assert run.agents()["Researcher_1"]["turn"] == 1
 
 
@@ -336,8 +346,14 @@ def test_two_members_asking_each_other_do_not_deadlock(run_team):
                 ),
                 *reply_when_done("Both finished.", "UI Operator_1", "Researcher_1"),
             ],
-            "UI Operator_1": [act(call("ask_other_agent", display_name="Researcher_1", question="Your data?")), "UI final."],
-            "Researcher_1": [act(call("ask_other_agent", display_name="UI Operator_1", question="Your layout?")), "Research final."],
+            "UI Operator_1": [
+                act(call("ask_other_agent", display_name="Researcher_1", question="Your data?")),
+                "UI final.",
+            ],
+            "Researcher_1": [
+                act(call("ask_other_agent", display_name="UI Operator_1", question="Your layout?")),
+                "Research final.",
+            ],
         }
     )
     results = [
@@ -356,7 +372,15 @@ def test_two_members_asking_each_other_do_not_deadlock(run_team):
 def test_a_question_the_leader_never_answers_is_reminded_then_released(run_team):
     run = run_team(
         {
-            LEADER: [act(call("create_sub_agent", role_id="ui-operator", task="Design.")), "", "Thinking about it.", "", "", "", ""],
+            LEADER: [
+                act(call("create_sub_agent", role_id="ui-operator", task="Design.")),
+                "",
+                "Thinking about it.",
+                "",
+                "",
+                "",
+                "",
+            ],
             "UI Operator_1": [act(call("ask_master", question="Which colour?")), "Designed in my own colour."],
         },
         policy=Policy(leader_reminders=1),  # the default
@@ -595,7 +619,10 @@ def test_a_question_to_a_peer_terminated_in_the_same_superstep_is_answered_not_d
                 act(call("terminate_sub_agent", display_name="Researcher_1")),
                 *reply_when_done("Done.", "UI Operator_1"),
             ],
-            "UI Operator_1": [act(call("ask_other_agent", display_name="Researcher_1", question="Your data?")), "UI done."],
+            "UI Operator_1": [
+                act(call("ask_other_agent", display_name="Researcher_1", question="Your data?")),
+                "UI done.",
+            ],
             "Researcher_1": busy(3, "never"),
         }
     )

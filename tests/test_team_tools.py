@@ -12,12 +12,12 @@ import os
 from pathlib import Path
 
 import pytest
+from fidelity_fixtures import env, envelopes_in, parsed
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
-
-from fidelity_fixtures import env, envelopes_in, parsed
-from teamgraph import RoleFileError, ScriptedChatModel, Team
 from scripting import act, call, errors_of, reply_when_done, types
+
+from teamgraph import RoleFileError, ScriptedChatModel, Team
 
 LEADER = "Team Leader"
 BUILTIN_MEMBER_ROLES = {
@@ -52,7 +52,9 @@ def test_create_sub_agent_with_task_starts_the_member_and_its_result_reaches_the
     member = run.history("UI Operator_1")
     assert types(member) == ["HumanMessage", "AIMessage"]
     assert parsed(member[0].content) == env("Task", LEADER, "Task", "Design the login page.")
-    assert env("Result", "UI Operator_1", "Output", "Login page designed: web/login.html", id="out_1") in envelopes_in(run, LEADER)
+    assert env("Result", "UI Operator_1", "Output", "Login page designed: web/login.html", id="out_1") in envelopes_in(
+        run, LEADER
+    )
     record = run.agents()["UI Operator_1"]
     assert (record["role"], record["status"], record["created_by"]) == ("ui-operator", "idle", LEADER)
     assert run.user_replies() == ["The login page is designed."]
@@ -184,7 +186,11 @@ def test_ask_sub_agent_blocks_one_round_and_the_member_reply_is_the_result(run_t
     )
 
     leader = run.history(LEADER)
-    ask = next(i for i, m in enumerate(leader) if isinstance(m, AIMessage) and m.tool_calls and m.tool_calls[0]["name"] == "ask_sub_agent")
+    ask = next(
+        i
+        for i, m in enumerate(leader)
+        if isinstance(m, AIMessage) and m.tool_calls and m.tool_calls[0]["name"] == "ask_sub_agent"
+    )
     # The leader made no model call in between: the reply is the next message.
     assert isinstance(leader[ask + 1], ToolMessage)
     assert leader[ask + 1].tool_call_id == leader[ask].tool_calls[0]["id"]
@@ -271,7 +277,10 @@ def test_list_active_sub_agents_with_and_without_members(run_team):
         {
             LEADER: [
                 act(call("list_active_sub_agents")),
-                act(call("create_sub_agent", role_id="ui-operator"), call("create_sub_agent", role_id="researcher", task="Look into X.")),
+                act(
+                    call("create_sub_agent", role_id="ui-operator"),
+                    call("create_sub_agent", role_id="researcher", task="Look into X."),
+                ),
                 act(call("list_active_sub_agents")),
                 "",
                 "ok",
@@ -293,7 +302,10 @@ def test_sleep_returns_the_member_next_output_and_does_not_wait_on_idle_members(
     run = run_team(
         {
             LEADER: [
-                act(call("create_sub_agent", role_id="researcher", task="Research X."), call("create_sub_agent", role_id="ui-operator")),
+                act(
+                    call("create_sub_agent", role_id="researcher", task="Research X."),
+                    call("create_sub_agent", role_id="ui-operator"),
+                ),
                 act(call("sleep", wait_sub_agent_output="Researcher_1")),
                 act(call("sleep", wait_sub_agent_output="UI Operator_1")),
                 "X researched.",
@@ -328,7 +340,11 @@ def test_sleep_wakes_when_the_member_asks_a_question_instead(run_team):
                 act(call("answer_sub_agent_question", question_id="ask_1", answer="Blue.")),
                 *reply_when_done("Designed.", "UI Operator_1"),
             ],
-            "UI Operator_1": [act(call("list_files")), act(call("ask_master", question="Which colour?")), "Designed in blue."],
+            "UI Operator_1": [
+                act(call("list_files")),
+                act(call("ask_master", question="Which colour?")),
+                "Designed in blue.",
+            ],
         }
     )
     woke = run.tool_result(LEADER, "sleep")
@@ -346,7 +362,10 @@ def test_ask_sub_agent_can_be_answered_with_answer_other_agent(run_team):
                 act(call("ask_sub_agent", display_name="Researcher_1", question="Best font?")),
                 *reply_when_done("Inter it is.", "Researcher_1"),
             ],
-            "Researcher_1": [act(call("answer_other_agent", question_id="ask_1", answer="Inter.")), "Answered the font question."],
+            "Researcher_1": [
+                act(call("answer_other_agent", question_id="ask_1", answer="Inter.")),
+                "Answered the font question.",
+            ],
         }
     )
     assert "Inter." in run.tool_result(LEADER, "ask_sub_agent")
@@ -546,7 +565,7 @@ def test_file_tools_refuse_paths_outside_the_project_folder(make_team, tmp_path)
 
     results = run.tool_results("UI Operator_1")
     assert len(results) == len(OUTSIDE_CALLS)
-    for tool_call, result in zip(OUTSIDE_CALLS, results):
+    for tool_call, result in zip(OUTSIDE_CALLS, results, strict=True):
         text = str(result.content)
         assert result.status == "error", (tool_call, text)
         assert text.startswith("Error: ") and "project folder" in text, (tool_call, text)
@@ -654,7 +673,10 @@ def test_answering_an_unknown_or_answered_question_is_an_error(run_team):
     run = run_team(
         {
             LEADER: [
-                act(call("create_sub_agent", role_id="ui-operator", task="Design."), call("create_sub_agent", role_id="researcher", task="Research.")),
+                act(
+                    call("create_sub_agent", role_id="ui-operator", task="Design."),
+                    call("create_sub_agent", role_id="researcher", task="Research."),
+                ),
                 "",
                 act(call("answer_sub_agent_question", question_id="ask_1", answer="Blue.")),
                 act(

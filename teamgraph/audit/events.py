@@ -215,7 +215,7 @@ class EventDeriver:
                 failed = level == "ERROR"
                 yield LogEvent(
                     time=self.now, sender=SYSTEM, receiver=name, kind="task", content=f"{name} is {status}",
-                    result="failed" if failed else "success", level=level,  # type: ignore[arg-type]
+                    result="failed" if failed else "success", level=level,
                     code="AGENT_FAILED" if failed else "", error=str(record.get("last_action") or "") if failed else "",
                 )
             yield from self.budget(name, record)

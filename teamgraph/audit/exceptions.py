@@ -1,4 +1,4 @@
-"""The exception policy (seed 000 §5), as behaviour.
+"""The exception policy (docs/protocols.md, "Exceptions"), as behaviour.
 
 - A tool call that fails with a transient error is retried (``Policy.tool_retries``,
   once by default); when it fails again the agent gets the error and the advice
@@ -27,6 +27,7 @@ from teamgraph.messaging import effects, results
 from teamgraph.messaging.envelopes import LEADER, clip, notice
 from teamgraph.messaging.results import outcome_of
 from teamgraph.policy import Policy
+from teamgraph.records import Effect
 
 FILE_TOOLS = frozenset({"read_file", "write_file", "list_files"})
 SEND_TOOLS = frozenset({"sessions_send", "call_agent", "call_agents", "ask_sub_agent", "ask_other_agent"})
@@ -72,7 +73,8 @@ def call_with_retry(fn: Callable[[], Any], *, retries: int) -> tuple[Any, list[s
             return fn(), failures
         except Exception as exc:
             if not is_transient(exc) or len(failures) >= retries:
-                exc.teamgraph_failures = failures  # type: ignore[attr-defined]
+                # NOTE: the earlier failures ride on the exception itself, which the caller re-raises.
+                exc.teamgraph_failures = failures  # type: ignore[attr-defined]  # an attribute of our own
                 raise
             failures.append(f"{type(exc).__name__}: {exc}")
 
@@ -208,7 +210,7 @@ class StepGuard:
     """
 
     note: str = ""
-    effects: list[dict[str, Any]] = field(default_factory=list)
+    effects: list[Effect] = field(default_factory=list)
     stop: bool = False
 
 

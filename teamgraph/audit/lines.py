@@ -21,7 +21,7 @@ from teamgraph.audit.exceptions import (
     TIMED_OUT,
     triggered,
 )
-from teamgraph.audit.records import Kind, Level, LogEvent, log_time, one_line
+from teamgraph.audit.records import Kind, Level, LogEvent, Result, log_time, one_line
 from teamgraph.audit.redact import redact_value
 from teamgraph.messaging.envelopes import LEADER
 from teamgraph.messaging.results import TIMED_OUT as TIMED_OUT_OUTCOME
@@ -78,13 +78,13 @@ ANSWER_ARGS = ("question_id", "request_id")
 
 # Request ids are ``<prefix>_<n>`` with one counter for every kind (protocols/requests.py).
 REQUEST_PREFIXES = tuple(dict.fromkeys(ID_PREFIX.get(kind, kind) for kind in REQUEST_KINDS))
-REQUEST_RESULTS = {
+REQUEST_RESULTS: dict[str, tuple[Result, Level, str]] = {
     "answered": ("success", "INFO", ""), "approved": ("success", "INFO", ""),
     "rejected": ("partial", "INFO", ""), "expired": ("failed", "WARN", "EXPIRED"),
     "cancelled": ("failed", "WARN", "CANCELLED"),
 }
 DELIVERED = frozenset({"delivered", "read"})
-ENDED_STATUSES = {"stopped": "INFO", "terminated": "INFO", "shutdown": "INFO", "failed": "ERROR"}
+ENDED_STATUSES: dict[str, Level] = {"stopped": "INFO", "terminated": "INFO", "shutdown": "INFO", "failed": "ERROR"}
 
 
 def _args_text(args: Any) -> str:
@@ -185,7 +185,7 @@ def request_closed(record: Mapping[str, Any], now: str) -> LogEvent:
         time=log_time(record.get("closed_at"), now), sender=str(record.get("route") or record["to"]),
         receiver=str(record["from"]), kind="call",
         content=f"{record['id']} {record['status']}" + ("" if code else f": {answer}"),
-        result=result, level=level, code=code, error=answer if code else "",  # type: ignore[arg-type]
+        result=result, level=level, code=code, error=answer if code else "",
     )
 
 

@@ -1,11 +1,11 @@
 """One collaboration-log line: the typed event, its text form and back.
 
-The spec's format (seed 000 §6.3)::
+The format (docs/protocols.md, "Collaboration log")::
 
     [YYYY-MM-DD HH:mm:ss] [sender] → [receiver] | call|task|file|tool | content | success|failed|partial | error
 
 The level (INFO / WARN / ERROR / CRITICAL) travels in the error field, so the
-line keeps the spec's seven fields: ``-`` for a plain INFO line, otherwise
+line keeps its seven fields: ``-`` for a plain INFO line, otherwise
 ``LEVEL CODE: description`` (``ERROR TOOL_ERROR: no such file``,
 ``WARN RETRY: read_file failed once, retried``).
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Literal, cast
 
 from teamgraph.audit.redact import redact
 
@@ -106,14 +106,15 @@ def parse_line(line: str) -> LogEvent:
     if match is None:
         raise ValueError(f"Not a collaboration-log line: {line!r}")
     fields = match.groupdict()
+    # NOTE: LINE_RE matches only the words of Kind, Result and Level in those groups.
     return LogEvent(
         time=fields["time"],
         sender=fields["sender"],
         receiver=fields["receiver"],
-        kind=fields["kind"],  # type: ignore[arg-type]
+        kind=cast(Kind, fields["kind"]),
         content=fields["content"],
-        result=fields["result"],  # type: ignore[arg-type]
-        level=fields["level"] or "INFO",  # type: ignore[arg-type]
+        result=cast(Result, fields["result"]),
+        level=cast(Level, fields["level"] or "INFO"),
         code=fields["code"] or "",
         error=fields["detail"] or "",
     )

@@ -1,4 +1,4 @@
-"""Stats: the spec's log analysis (seed 000 §6.5), computed from a thread's state.
+"""Stats: the log analysis (docs/protocols.md, "Collaboration log"), computed from a thread's state.
 
 Per agent: model calls, tool calls, tokens, errors and success rate; who called
 whom how often and with what success; failing patterns (tool + error, counted);
@@ -70,7 +70,11 @@ class TeamStats(TypedDict):
 
 
 def _is_error(result: ToolMessage | None) -> bool:
-    return result is None or result.status == "error" or (str(result.content).startswith(("Error", TIMED_OUT)) or outcome_of(result) is not None)
+    return (
+        result is None
+        or result.status == "error"
+        or (str(result.content).startswith(("Error", TIMED_OUT)) or outcome_of(result) is not None)
+    )
 
 
 def _tool_outcomes(history: list[AnyMessage]) -> list[tuple[int, str, ToolMessage | None]]:

@@ -99,7 +99,7 @@ def add_usage(parts: Iterable[TokenUsage]) -> TokenUsage:
     total = empty_usage(priced=any(p["cost"] is not None for p in parts))
     for part in parts:
         for key in ("input", "output", "total", "calls"):
-            total[key] += part[key]  # type: ignore[literal-required]
+            total[key] += part[key]
         if total["cost"] is not None:
             total["cost"] = None if part["cost"] is None else total["cost"] + part["cost"]
     return total

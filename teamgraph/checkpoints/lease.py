@@ -18,7 +18,7 @@ import re
 import socket
 import threading
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 LEASES_DIR = "leases"
@@ -84,7 +84,7 @@ def hold_thread(home: Path, thread_id: str) -> Iterator[None]:
                 f"for good, delete {path}."
             )
         record = {"thread_id": thread_id, "pid": os.getpid(), "host": socket.gethostname(),
-                  "since": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+                  "since": datetime.now(UTC).isoformat(timespec="seconds")}
         path.write_text(json.dumps(record), encoding="utf-8")
         _HELD.add(str(path))
     try:

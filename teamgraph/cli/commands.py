@@ -22,6 +22,7 @@ from teamgraph.cli.errors import EXIT_NO_MODEL, CLIError, friendly, settings
 from teamgraph.cli.history import print_history
 from teamgraph.cli.live import Session
 from teamgraph.cli.output import Column, console, display_path, fit_table
+from teamgraph.cli.reports import export_command, stats_command
 from teamgraph.cli.teams import (
     MODEL_ENV,
     make_policy,
@@ -29,7 +30,6 @@ from teamgraph.cli.teams import (
     on_chosen_db,
     reader_team,
 )
-from teamgraph.cli.reports import export_command, stats_command
 from teamgraph.cli.threads import (
     chosen_db,
     is_unfinished,

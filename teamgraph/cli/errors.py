@@ -89,6 +89,6 @@ def friendly(fn: Callable[..., Any]) -> Callable[..., Any]:
                 _err_console().print(traceback.format_exc(), markup=False)
             message, code = error_text(exc)
             _err_console().print(Text.assemble(("Error: ", "bold red"), message), soft_wrap=True)
-            raise typer.Exit(code)
+            raise typer.Exit(code) from exc
 
     return wrapper

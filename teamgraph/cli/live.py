@@ -124,7 +124,8 @@ class TeamView:
         before = {t.get("id"): t.get("status") for t in self.board}
         self.board = [dict(t) for t in board]
         return [
-            f"▣ {t.get('id')} {one_line(str(t.get('title') or ''))[:60]}: {before.get(t.get('id')) or 'new'} → {t.get('status')}"
+            f"▣ {t.get('id')} {one_line(str(t.get('title') or ''))[:60]}: "
+            f"{before.get(t.get('id')) or 'new'} → {t.get('status')}"
             for t in self.board
             if before.get(t.get("id")) != t.get("status")
         ]

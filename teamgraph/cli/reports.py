@@ -97,7 +97,7 @@ def export_command(
         raise CLIError(f"Unknown --format {format!r}: use one of {', '.join(FORMATS)}.")
     require_thread(home, thread)
     team, config = reader_team(home), thread_config(thread)
-    path = export_thread(team, config, format=format, out=out_path)  # type: ignore[arg-type]
+    path = export_thread(team, config, format=format, out=out_path)
     console().print(Text.assemble(("Exported ", "bold"), display_path(path)), soft_wrap=True)
 
 

@@ -1,5 +1,6 @@
 """Ctrl-C while a team runs: finish the model calls in flight, then stop; twice: quit now.
 
+NOTE: workaround of an upstream behaviour (langgraph 1.x, Ctrl-C mid-superstep).
 LangGraph runs a superstep's tasks (model calls) in worker threads. A
 KeyboardInterrupt in the middle of a superstep shuts the thread pool down
 under them: the calls in flight finish, cannot save their writes, and print

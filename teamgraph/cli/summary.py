@@ -16,8 +16,10 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.text import Text
 
+from teamgraph.audit.tokens import with_tokens
 from teamgraph.checkpoints.store import POSTGRES_SCHEMES
 from teamgraph.cli.output import (
+    Cell,
     Column,
     answer_text,
     display_path,
@@ -26,9 +28,8 @@ from teamgraph.cli.output import (
     recipient,
     status_text,
 )
-from teamgraph.cli.threads import db_args, home_args, store_label, thread_config
-from teamgraph.audit.tokens import with_tokens
 from teamgraph.cli.reports import token_total_line
+from teamgraph.cli.threads import db_args, home_args, store_label, thread_config
 
 
 def _files_written(histories: Mapping[str, list[Any]], project_dir: Path) -> list[tuple[Path, str]]:
@@ -96,7 +97,7 @@ def print_summary(out: Console, team: Any, graph: Any, thread: str) -> None:
     else:
         out.print(Text("The Team Leader has not reported yet.", style="yellow"))
 
-    rows = [
+    rows: list[list[Cell]] = [
         [name, str(rec.get("role", "")), status_text(rec.get("status", "")), str(rec.get("steps", 0)),
          str(rec.get("tool_calls", 0)), str(rec.get("last_action") or "")]
         for name, rec in agents.items()

@@ -17,19 +17,20 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
 from rich.table import Table
 from rich.text import Text
 
 from teamgraph.cli.errors import CLIError, settings
 from teamgraph.cli.output import Column, display_path, fit_table
-from teamgraph.team import DEFAULT_HOME
 from teamgraph.records import BUSY
+from teamgraph.team import DEFAULT_HOME
 
 SETTINGS_FILE = "cli-threads.json"
 """In the home folder: the model and policy each thread was run with, so `resume` reuses them."""
 
 
-def thread_config(thread: str) -> dict[str, Any]:
+def thread_config(thread: str) -> RunnableConfig:
     """The LangGraph config that names ``thread``."""
     return {"configurable": {"thread_id": thread}}
 
@@ -124,7 +125,9 @@ def thread_ids(db: Path) -> list[str]:
             return []  # NOTE: a database no team has written yet
         raise CLIError(f"cannot read {display_path(db)}: {exc}. Check the file's permissions.") from exc
     except sqlite3.DatabaseError as exc:
-        raise CLIError(f"{display_path(db)} is not a teamgraph database ({exc}): move it away, or use another --home.") from exc
+        raise CLIError(
+            f"{display_path(db)} is not a teamgraph database ({exc}): move it away, or use another --home."
+        ) from exc
     return [str(row[0]) for row in rows]
 
 

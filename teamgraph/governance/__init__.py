@@ -1,4 +1,6 @@
-"""Governance (seed 000 §4): the permission matrix, sensitive operations, skills, the task board, commands.
+"""Governance: the permission matrix, sensitive operations, skills, the task board, commands.
+
+What they enforce: docs/protocols.md, "Permissions" and docs/protocols.md, "Task board".
 
 ``matrix`` is the declarative table (levels, role grants and limits, sensitive
 operations) with its YAML overrides; ``gate`` checks every tool call against it;

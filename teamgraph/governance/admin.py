@@ -1,4 +1,4 @@
-"""Agent management (HR, seed 000 §4): read and change role definitions, create and delete roles.
+"""Agent management (HR; docs/protocols.md, "Permissions"): read and change role definitions, create and delete roles.
 
 A change is written as a role file in the home's ``roles/`` folder (so it survives a
 restart and overrides a built-in role of the same id) and used at once for prompts,

@@ -1,4 +1,4 @@
-"""The task board (seed 000's task manager): tasks with an assignee, a priority, dependencies and a status.
+"""The task board (docs/protocols.md, "Task board"): tasks with an assignee, a priority, dependencies and a status.
 
 The board is plain data in ``state["team"]["board"]``, a list of ``Task`` records;
 every function here returns a new list (records are never changed in place).
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, TypedDict, get_args
+
 from teamgraph.records import BUSY
 
 TaskStatus = Literal["todo", "in_progress", "blocked", "done", "failed"]

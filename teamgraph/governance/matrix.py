@@ -1,6 +1,6 @@
-"""The permission matrix (seed 000 §4): levels, per-role grants and limits, sensitive operations.
+"""The permission matrix (docs/protocols.md, "Permissions"): levels, per-role grants and limits, sensitive operations.
 
-The matrix is data: the default below is the collaboration spec's table, and a user
+The matrix is data: the default below is the table of docs/protocols.md, "Permissions"; a user
 overrides any entry in one YAML file (``permissions.yaml``) or with
 ``Team(permissions=...)``. It is checked twice: when a role loads (its tool sets must fit
 its level) and on every tool call (``check_call``).
@@ -111,11 +111,11 @@ DEFAULT_MATRIX: dict[str, Any] = {
         "run_unlisted_command": {"tools": ["run_command"], "when": "command_not_allowed"},
     },
 }
-"""Seed 000 §4.1-4.3 as data (also the shape of ``permissions.yaml``)."""
+"""Roles, levels and sensitive operations (docs/protocols.md, "Permissions") as data, shaped like permissions.yaml."""
 
 
 class RoleRule(BaseModel):
-    """What one role may do beyond its level, and its limits (the spec's constraint column).
+    """What one role may do beyond its level, and its limits (its boundary in words).
 
     Attributes:
         grant: Tool names, tool sets or patterns (``get_agent_*``) allowed whatever the level.
@@ -138,8 +138,8 @@ class SensitiveRule(BaseModel):
     Attributes:
         tools: The tools whose calls may be this operation.
         when: A condition from ``governance.operations.CONDITIONS`` (``always``...).
-        master_alone: Whether the master's own call runs without an approval (seed 000:
-            the master is the approver). False sends the master's own call to a person.
+        master_alone: Whether the master's own call runs without an approval (the master is
+            the approver: docs/protocols.md, "Permissions"). False sends the master's own call to a person.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)

@@ -111,7 +111,14 @@ def _set_skill(runtime: TeamRuntime, args: dict[str, Any], ctx: CallContext) -> 
     changed = {k: args[k] for k in ("description", "body", "risk") if args.get(k) is not None}
     if not changed:
         raise skills.SkillError("Nothing to change: give description, body or risk.")
-    skills.write_skill(runtime.home, skills.Skill(**{**skill, **changed}))  # type: ignore[typeddict-item]
+    updated = skills.Skill(
+        name=skill["name"],
+        description=changed.get("description", skill["description"]),
+        risk=changed.get("risk", skill["risk"]),
+        meta=skill["meta"],
+        body=changed.get("body", skill["body"]),
+    )
+    skills.write_skill(runtime.home, updated)
     return f"Skill '{skill['name']}' updated ({', '.join(changed)})."
 
 

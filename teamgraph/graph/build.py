@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from langgraph._internal._constants import CONFIG_KEY_DURABILITY
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import RetryPolicy, Send
 
+from teamgraph.compat import CONFIG_KEY_DURABILITY
 from teamgraph.graph.guarded import guarded
 from teamgraph.graph.router import make_router
 from teamgraph.nodes.agent_step import make_generic_member_node, make_step_node

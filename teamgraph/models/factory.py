@@ -102,7 +102,7 @@ class UnconfiguredChatModel(BaseChatModel):
     def _llm_type(self) -> str:
         return "unconfigured"
 
-    def bind_tools(self, tools: Any, **kwargs: Any) -> UnconfiguredChatModel:  # type: ignore[override]
+    def bind_tools(self, tools: Any, **kwargs: Any) -> UnconfiguredChatModel:
         return self
 
     def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:

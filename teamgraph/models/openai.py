@@ -9,13 +9,13 @@ calls here too, so the agent gets an error result for that call and goes on.
 
 from __future__ import annotations
 
-
 import openai
 from langchain_core.messages import AIMessage, InvalidToolCall
 from langchain_core.outputs import ChatResult
 from langchain_openai import ChatOpenAI
 
 from teamgraph.models.arguments import NOT_AN_OBJECT, non_object_kind
+
 
 class TeamChatOpenAI(ChatOpenAI):
     """ChatOpenAI whose non-object tool arguments become invalid tool calls, not an exception."""

@@ -25,7 +25,7 @@ from langchain_core.callbacks import (
 from langchain_core.exceptions import OutputParserException
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
-from langchain_core.messages.tool import invalid_tool_call, tool_call, tool_call_chunk
+from langchain_core.messages.tool import InvalidToolCall, ToolCall, invalid_tool_call, tool_call, tool_call_chunk
 from langchain_core.output_parsers.openai_tools import (
     make_invalid_tool_call,
     parse_tool_call,
@@ -49,7 +49,15 @@ from teamgraph.models.calls import (
 )
 from teamgraph.records import LEADER
 
-__all__ = ["AGENT_KEY", "CALL_KEY", "COMPACTION_CALL", "COMPACTION_KEY", "ROLE_KEY", "ScriptExhaustedError", "ScriptedChatModel"]
+__all__ = [
+    "AGENT_KEY",
+    "CALL_KEY",
+    "COMPACTION_CALL",
+    "COMPACTION_KEY",
+    "ROLE_KEY",
+    "ScriptExhaustedError",
+    "ScriptedChatModel",
+]
 
 # NOTE: LEADER is the agent assumed when a call carries no `teamgraph_agent` metadata.
 
@@ -177,6 +185,7 @@ class ScriptedChatModel(BaseChatModel):
         return self.bind(tools=[convert_to_openai_tool(t) for t in tools], **kwargs)
 
     # --- who is calling ---------------------------------------------------
+    # NOTE: workaround of an upstream behaviour (langchain-core: `_stream` gets no run metadata).
     # `_generate` sees the call's metadata on its run manager, but langchain
     # calls `_stream` without one (in `stream()` and when `invoke()` streams for
     # LangGraph's stream_mode="messages"). So the public entry points also pass
@@ -383,7 +392,8 @@ def _from_dict(turn: dict[str, Any], *, where: str, agent: str, number: int) -> 
         raise TypeError(
             f"{where}: 'tool_calls' must be a list of {{'name': ..., 'args': {{...}}}}."
         )
-    valid, invalid = [], []
+    valid: list[ToolCall] = []
+    invalid: list[InvalidToolCall] = []
     for position, call in enumerate(calls):
         if not isinstance(call, dict) or not isinstance(call.get("name"), str):
             raise TypeError(
@@ -399,7 +409,10 @@ def _from_dict(turn: dict[str, Any], *, where: str, agent: str, number: int) -> 
             valid.append(tool_call(name=call["name"], args=args, id=call_id))
         elif isinstance(args, str):
             parsed = _parse_raw_args(call["name"], args, call_id)
-            (valid if parsed["type"] == "tool_call" else invalid).append(parsed)
+            if parsed["type"] == "invalid_tool_call":
+                invalid.append(parsed)
+            else:
+                valid.append(parsed)
         else:
             raise TypeError(
                 f"{where}: tool call {position} 'args' must be a dict or a JSON string."
@@ -412,17 +425,18 @@ def _from_dict(turn: dict[str, Any], *, where: str, agent: str, number: int) -> 
     )
 
 
-def _parse_raw_args(name: str, raw: str, call_id: str) -> dict[str, Any]:
+def _parse_raw_args(name: str, raw: str, call_id: str) -> ToolCall | InvalidToolCall:
     """Parse a JSON arguments string exactly as `ChatOpenAI` parses a provider's."""
     raw_call = {"function": {"name": name, "arguments": raw}, "id": call_id}
     try:
         parsed = parse_tool_call(raw_call, return_id=True)
     except OutputParserException as e:
         return make_invalid_tool_call(raw_call, str(e))
-    if not isinstance(parsed["args"], dict):
+    # NOTE: parse_tool_call returns None only for a call without "function", which raw_call always has.
+    if parsed is None or not isinstance(parsed["args"], dict):
         error = f"Function {name} arguments:\n\n{raw}\n\nare not a JSON object."
         return invalid_tool_call(name=name, args=raw, id=call_id, error=error)
-    return parsed
+    return tool_call(name=parsed["name"], args=parsed["args"], id=parsed["id"])
 
 
 def _chunks(message: AIMessage) -> Iterator[ChatGenerationChunk]:
@@ -432,6 +446,7 @@ def _chunks(message: AIMessage) -> Iterator[ChatGenerationChunk]:
     pieces = re.findall(r"\S+\s*|\s+", content) if isinstance(content, str) else [content]
     for piece in pieces:
         yield ChatGenerationChunk(message=AIMessageChunk(content=piece))
+    calls: list[tuple[str | None, str | None, str | None]]
     calls = [(c["name"], json.dumps(c["args"]), c["id"]) for c in message.tool_calls]
     calls += [(c["name"], c["args"], c["id"]) for c in message.invalid_tool_calls]
     yield ChatGenerationChunk(

@@ -16,12 +16,6 @@ from typing_extensions import TypedDict
 
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
-from langgraph._internal._constants import (
-    CONFIG_KEY_CHECKPOINTER,
-    CONFIG_KEY_DURABILITY,
-    CONFIG_KEY_READ,
-    CONFIG_KEY_READ_STATE,
-)
 from langgraph.config import get_stream_writer
 from langgraph.errors import GraphBubbleUp
 from langgraph.graph import END, START, StateGraph
@@ -29,6 +23,7 @@ from langgraph.graph.state import CompiledStateGraph
 
 from teamgraph.audit.exceptions import guard_step
 from teamgraph.audit.traces import agent_tags
+from teamgraph.compat import CONFIG_KEY_CHECKPOINTER, CONFIG_KEY_DURABILITY, read_graph_state
 from teamgraph.messaging import effects
 from teamgraph.messaging.envelopes import LEADER
 from teamgraph.models import ScriptExhaustedError
@@ -128,18 +123,11 @@ def plan_approved(view: View) -> bool:
 def read_team_state(config: RunnableConfig) -> dict[str, Any]:
     """The team state as this step's task sees it.
 
-    NOTE: a node started by ``Send`` receives only the payload. LangGraph's own
-    ToolNode reads the graph state the same way (``CONFIG_KEY_READ_STATE``), which
-    lets the payload stay tiny instead of carrying the history into every
-    checkpoint's writes.
+    NOTE: a node started by ``Send`` receives only the payload, and the router only
+    its effects and the roster; both read the rest here, as LangGraph's ToolNode
+    does, which keeps payloads, traces and checkpoint writes small.
     """
-    configurable = config["configurable"]
-    read_state = configurable.get(CONFIG_KEY_READ_STATE)
-    if read_state is not None:
-        return read_state()
-    # NOTE: a node started by an edge (the router) has no state reader, only the
-    # channel reader that conditional edges use.
-    return configurable[CONFIG_KEY_READ](list(TeamState.__annotations__), False)
+    return read_graph_state(config, list(TeamState.__annotations__))
 
 
 def team_view(team: dict[str, Any], name: str) -> View:

@@ -1,8 +1,10 @@
 """The human gate: the one place the team pauses for a person.
 
 It raises a single ``interrupt()`` carrying every request routed to a person and
-turns the answers it is resumed with into effects for the router. One interrupt
-per task on purpose: LangGraph derives interrupt ids from the task, and several
+turns the answers it is resumed with into effects for the router.
+
+NOTE: workaround of an upstream behaviour (langgraph 1.x): one interrupt per task
+on purpose, because LangGraph derives interrupt ids from the task and several
 interrupts in one task get mixed up (langgraph issues #6533, #8579).
 """
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Any, TypedDict, cast
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
@@ -92,7 +92,8 @@ def context_window(model: BaseChatModel, policy: Policy) -> int:
 def approximate_counter(messages: Sequence[BaseMessage]) -> int:
     """LangChain's approximate counter, scaled by the provider's reported usage when known.
 
-    NOTE: not ChatOpenAI's tiktoken counter: tiktoken downloads its encodings on
+    NOTE: workaround of an upstream behaviour (langchain-openai's tiktoken counter downloads encodings).
+    Not ChatOpenAI's tiktoken counter: tiktoken downloads its encodings on
     first use, and a model call must not depend on the network for counting.
     """
     return count_tokens_approximately(messages, use_usage_metadata_scaling=True)
@@ -130,7 +131,10 @@ def context_budget(
 def compaction_of(message: BaseMessage) -> CompactionRecord | None:
     """The record of a compaction marker stored in a history, or None."""
     record = message.additional_kwargs.get(COMPACTION_KEY)
-    return record if isinstance(message, AIMessage) and isinstance(record, dict) else None  # type: ignore[return-value]
+    if not isinstance(message, AIMessage) or not isinstance(record, dict):
+        return None
+    # NOTE: only the compaction step writes this key, always from a CompactionRecord.
+    return cast(CompactionRecord, record)
 
 
 def without_markers(history: Sequence[BaseMessage]) -> list[BaseMessage]:
@@ -146,8 +150,8 @@ def answer_index(step_messages: Sequence[BaseMessage]) -> int:
 def latest_compaction(history: Sequence[BaseMessage]) -> AIMessage | None:
     """The newest compaction marker of a history, or None."""
     for message in reversed(history):
-        if compaction_of(message) is not None:
-            return message  # type: ignore[return-value]
+        if isinstance(message, AIMessage) and compaction_of(message) is not None:
+            return message
     return None
 
 
@@ -159,7 +163,8 @@ def summary_message(marker: AIMessage) -> HumanMessage:
 def _tail(history: Sequence[BaseMessage]) -> tuple[AIMessage | None, list[tuple[int, BaseMessage]]]:
     """The newest marker and the (history index, message) pairs the model sees verbatim."""
     marker = latest_compaction(history)
-    start = compaction_of(marker)["keep_from"] if marker is not None else 0  # type: ignore[index]
+    record = compaction_of(marker) if marker is not None else None
+    start = record["keep_from"] if record is not None else 0
     return marker, [(i, history[i]) for i in range(start, len(history)) if compaction_of(history[i]) is None]
 
 

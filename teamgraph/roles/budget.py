@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+
 from teamgraph.records import LEADER
 
 BUDGET_NOTICE_KEY = "teamgraph_budget_notice"

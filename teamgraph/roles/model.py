@@ -12,6 +12,9 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 
+from teamgraph.records import LEADER as LEADER_NAME
+from teamgraph.records import LEADER_ROLE_ID
+
 ToolSetName = Literal[
     "leader", "member", "files", "protocols", "collaboration", "sessions", "teammates", "skills", "skill_admin",
     "tasks", "admin", "commands"
@@ -24,9 +27,6 @@ Level = Literal["L1", "L2", "L3", "L4"]
 TOOL_SETS: tuple[str, ...] = get_args(ToolSetName)
 THINKING_MODES: tuple[str, ...] = get_args(ThinkingMode)
 LEVELS: tuple[str, ...] = get_args(Level)
-
-from teamgraph.records import LEADER as LEADER_NAME
-from teamgraph.records import LEADER_ROLE_ID
 
 # Ids become file names and tool arguments, so keep them to a safe, lowercase slug.
 ROLE_ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]*$")

@@ -189,7 +189,7 @@ when they do, to report to you as well, so you keep the whole picture; you do no
 need to relay their questions and answers yourself.""",
     ),
 )
-"""The Team Leader's rules, section by section (key, heading, text), in the Team Leader spec's order."""
+"""The Team Leader's rules as (key, heading, text) sections (docs/protocols.md, "The Team Leader's prompt")."""
 
 LEADER_RULES = "\n\n".join(f"{title}\n{text}" for _, title, text in LEADER_SECTIONS) + "\n"
 """The Team Leader's rules as one text (part of its system prompt)."""
@@ -308,7 +308,10 @@ def member_prompt(
         skills_section(endowed_skills(team, name=name, role_id=role.id)),
     ]
     if role.require_plan:
-        parts.append("Your role requires an approved plan: call submit_plan and wait for approval before you use your work tools.")
+        parts.append(
+            "Your role requires an approved plan: call submit_plan and wait for approval "
+            "before you use your work tools."
+        )
     if role.thinking_mode == "deep":
         parts.append(DEEP_THINKING)
     return "\n\n".join(p for p in parts if p)

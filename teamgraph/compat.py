@@ -1,0 +1,67 @@
+"""The LangGraph internals teamgraph relies on, in one place.
+
+These names live in ``langgraph._internal``, which carries no stability promise.
+Each import is guarded the way LangGraph's own prebuilt ``ToolNode`` guards its
+private imports: a release that moves the name falls back to the config key's
+value in the releases we test (langgraph 1.2.x). ``pyproject.toml`` pins
+``langgraph`` below its next minor version, and ``tests/test_compat.py`` checks
+both the values and the fallback, so a moved or renamed key fails a test rather
+than a run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+
+__all__ = [
+    "CONFIG_KEY_CHECKPOINTER",
+    "CONFIG_KEY_DURABILITY",
+    "CONFIG_KEY_READ",
+    "CONFIG_KEY_READ_STATE",
+    "read_graph_state",
+]
+
+try:
+    # NOTE: a node started by `Send` gets only its payload; this key reads the graph state (as ToolNode does).
+    from langgraph._internal._constants import CONFIG_KEY_READ_STATE
+except ImportError:  # NOTE: its value in langgraph 1.2.x
+    CONFIG_KEY_READ_STATE = "__pregel_read_state"
+
+try:
+    # NOTE: a subgraph inherits the parent's checkpointer; None here keeps a role subgraph from saving its history.
+    from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER
+except ImportError:  # NOTE: its value in langgraph 1.2.x
+    CONFIG_KEY_CHECKPOINTER = "__pregel_checkpointer"
+
+try:
+    # NOTE: a compiled graph has no default durability (only the per-call `durability=`); this key sets one.
+    from langgraph._internal._constants import CONFIG_KEY_DURABILITY
+except ImportError:  # NOTE: its value in langgraph 1.2.x
+    CONFIG_KEY_DURABILITY = "__pregel_durability"
+
+try:
+    # NOTE: a node started by an edge has no state reader; this is the channel reader conditional edges use.
+    from langgraph._internal._constants import CONFIG_KEY_READ
+except ImportError:  # NOTE: its value in langgraph 1.2.x
+    CONFIG_KEY_READ = "__pregel_read"
+
+
+def read_graph_state(config: RunnableConfig, channels: Sequence[str]) -> dict[str, Any]:
+    """The graph state as the running task sees it (committed, without its own writes).
+
+    Args:
+        config: The task's config.
+        channels: The state keys to read when the task has no state reader (a node
+            started by an edge rather than by ``Send``).
+
+    Returns:
+        The state, by key.
+    """
+    configurable = config.get("configurable", {})
+    read_state = configurable.get(CONFIG_KEY_READ_STATE)
+    if read_state is not None:
+        return read_state()
+    return configurable[CONFIG_KEY_READ](list(channels), False)

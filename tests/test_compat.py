@@ -1,0 +1,125 @@
+"""teamgraph.compat: the LangGraph internals we read, guarded, pinned and in one module."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.metadata
+import operator
+import sys
+import tomllib
+import types
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Send
+from packaging.requirements import Requirement
+from packaging.version import Version
+
+from teamgraph import compat
+
+ROOT = Path(__file__).resolve().parent.parent
+PRIVATE = "langgraph._internal._constants"
+# NOTE: the values these keys have in the langgraph releases we test (1.2.x).
+KNOWN_VALUES = {
+    "CONFIG_KEY_READ_STATE": "__pregel_read_state",
+    "CONFIG_KEY_CHECKPOINTER": "__pregel_checkpointer",
+    "CONFIG_KEY_DURABILITY": "__pregel_durability",
+    "CONFIG_KEY_READ": "__pregel_read",
+}
+
+
+def test_each_key_is_langgraphs_own_and_its_fallback_is_the_same_value():
+    internals = importlib.import_module(PRIVATE)
+    for name, value in KNOWN_VALUES.items():
+        assert getattr(compat, name) == getattr(internals, name) == value, name
+    assert sorted(compat.__all__) == sorted([*KNOWN_VALUES, "read_graph_state"])
+
+
+def test_a_release_without_the_private_names_falls_back_to_the_known_keys(monkeypatch):
+    # A langgraph that moved its constants: importing a name from the module fails.
+    monkeypatch.setitem(sys.modules, PRIVATE, types.ModuleType(PRIVATE))
+    try:
+        reloaded = importlib.reload(compat)
+        assert {name: getattr(reloaded, name) for name in KNOWN_VALUES} == KNOWN_VALUES
+    finally:
+        monkeypatch.undo()
+        importlib.reload(compat)
+    assert compat.CONFIG_KEY_READ_STATE == importlib.import_module(PRIVATE).CONFIG_KEY_READ_STATE
+
+
+def _private_imports(path: Path) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            modules = [node.module]
+        elif isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        else:
+            continue
+        found += [f"{path.relative_to(ROOT)}: {m}" for m in modules if m.startswith("langgraph") and "._" in m]
+    return found
+
+
+def test_only_compat_imports_private_langgraph_modules():
+    offenders = [
+        line
+        for path in sorted((ROOT / "teamgraph").rglob("*.py"))
+        if path.name != "compat.py"
+        for line in _private_imports(path)
+    ]
+    assert offenders == [], "import LangGraph internals through teamgraph.compat"
+
+
+def test_langgraph_is_pinned_below_its_next_minor_version():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    (spec,) = [Requirement(d) for d in project["dependencies"] if Requirement(d).name == "langgraph"]
+    uppers = [Version(s.version) for s in spec.specifier if s.operator == "<"]
+    assert uppers == [Version("1.3")]
+    installed = Version(importlib.metadata.version("langgraph"))
+    assert installed in spec.specifier, f"the installed langgraph {installed} is outside {spec.specifier}"
+
+
+class _State(TypedDict):
+    items: list[str]
+    seen: Annotated[list[str], operator.add]
+
+
+def test_a_node_started_by_send_reads_the_graph_state_through_the_key():
+    # What nodes/agent_step.py relies on: the payload stays small, the state is read on demand.
+    def fan_out(state: _State) -> list[Send]:
+        return [Send("worker", {"item": item}) for item in state["items"]]
+
+    def worker(payload: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        read_state = config["configurable"][compat.CONFIG_KEY_READ_STATE]
+        state = read_state()
+        return {"seen": [f"{payload['item']}/{len(state['items'])}"]}
+
+    builder = StateGraph(_State)
+    builder.add_node("worker", worker)
+    builder.add_conditional_edges(START, fan_out, ["worker"])
+    builder.add_edge("worker", END)
+    result = builder.compile().invoke({"items": ["a", "b"], "seen": []})
+    assert sorted(result["seen"]) == ["a/2", "b/2"]
+
+
+def _checkpoints_saved(durability: str) -> int:
+    builder = StateGraph(_State)
+    builder.add_node("one", lambda state: {"seen": ["1"]})
+    builder.add_node("two", lambda state: {"seen": ["2"]})
+    builder.add_edge(START, "one")
+    builder.add_edge("one", "two")
+    graph = builder.compile(checkpointer=InMemorySaver())
+    graph = graph.with_config(configurable={compat.CONFIG_KEY_DURABILITY: durability})
+    config: RunnableConfig = {"configurable": {"thread_id": durability}}
+    graph.invoke({"items": [], "seen": []}, config)
+    return len(list(graph.get_state_history(config)))
+
+
+def test_the_durability_key_sets_the_graphs_default_durability():
+    # graph/build.py sets "sync" (each step saved before the next); "exit" saves only at the end.
+    assert _checkpoints_saved("sync") == 4  # input, START, one, two
+    assert _checkpoints_saved("exit") == 1

@@ -1,7 +1,8 @@
 """The team's state schema and its reducers.
 
 Everything here is plain data (dicts, lists, strings, LangChain messages): it is
-serialized into every checkpoint. This module imports nothing of ours.
+serialized into every checkpoint. The records are typed in ``teamgraph/records.py``,
+the only module of ours this one imports.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from langchain_core.messages import AnyMessage, convert_to_messages
 from langgraph.channels import DeltaChannel, Topic
 from langgraph.graph.message import Messages, add_messages
 from typing_extensions import TypedDict
+
+from teamgraph.records import AgentRecord, Delivery, Request, TeamBook
 
 # NOTE: DeltaChannel writes a full snapshot every `snapshot_frequency` updates;
 # between snapshots a checkpoint stores only what changed. The cadence was chosen
@@ -97,18 +100,18 @@ class TeamState(TypedDict, total=False):
         DeltaChannel(append_histories, snapshot_frequency=HISTORY_SNAPSHOT_FREQUENCY),
     ]
     agents: Annotated[
-        dict[str, dict[str, Any]],
+        dict[str, AgentRecord],
         DeltaChannel(merge_records, snapshot_frequency=HISTORY_SNAPSHOT_FREQUENCY),
     ]
     requests: Annotated[
-        dict[str, dict[str, Any]],
+        dict[str, Request],
         DeltaChannel(merge_records, snapshot_frequency=HISTORY_SNAPSHOT_FREQUENCY),
     ]
     deliveries: Annotated[
-        dict[str, dict[str, Any]],
+        dict[str, Delivery],
         DeltaChannel(merge_records, snapshot_frequency=HISTORY_SNAPSHOT_FREQUENCY),
     ]
-    team: dict[str, Any]
+    team: TeamBook
     outbox: Annotated[list[dict[str, Any]], Topic(dict)]
 
 

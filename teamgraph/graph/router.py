@@ -10,7 +10,7 @@ kind (``HANDLERS``) -> settle -> schedule -> state updates. The rules live in
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from langchain_core.runnables import RunnableConfig
 
@@ -87,7 +87,11 @@ def run_pass(runtime: TeamRuntime, state: Mapping[str, Any]) -> dict[str, Any]:
     return ledger.updates(schedule(ledger))
 
 
-def make_router(runtime: TeamRuntime) -> Callable[[RouterInput, RunnableConfig], dict[str, Any]]:
+class RouterNode(Protocol):
+    def __call__(self, state: RouterInput, config: RunnableConfig) -> dict[str, Any]: ...
+
+
+def make_router(runtime: TeamRuntime) -> RouterNode:
     """The router node for one team (its input is only the effects: see ``RouterInput``)."""
 
     def router(state: RouterInput, config: RunnableConfig) -> dict[str, Any]:

@@ -10,8 +10,7 @@ interrupts in one task get mixed up (langgraph issues #6533, #8579).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from langgraph.types import interrupt
 
@@ -24,19 +23,21 @@ from teamgraph.protocols.requests import (
     is_pending,
     public_view,
 )
+from teamgraph.records import Request
 from teamgraph.runtime import TeamRuntime
+from teamgraph.state import TeamState
 
 HUMAN_AGENT = "human"
 """The author name of the human gate's effects."""
 
 
-def pending_for_person(requests: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def pending_for_person(requests: dict[str, Request]) -> dict[str, Request]:
     """The pending requests that wait for a person, by id."""
     return {rid: r for rid, r in requests.items() if is_pending(r) and r.get("route") == HUMAN}
 
 
 def check_answers(
-    answers: Any, pending: dict[str, dict[str, Any]], requests: dict[str, dict[str, Any]]
+    answers: Any, pending: dict[str, Request], requests: dict[str, Request]
 ) -> str | None:
     """Why a resume value is refused, or None if every answer in it is valid.
 
@@ -61,7 +62,11 @@ def check_answers(
     return None
 
 
-def make_human_gate(runtime: TeamRuntime) -> Callable[[dict[str, Any]], dict[str, Any]]:
+class HumanGateNode(Protocol):
+    def __call__(self, state: TeamState) -> dict[str, Any]: ...
+
+
+def make_human_gate(runtime: TeamRuntime) -> HumanGateNode:
     """The human gate node of a team: it logs what led to the pause, then pauses.
 
     NOTE: the state it reads is committed, so the collaboration log gets the
@@ -69,14 +74,14 @@ def make_human_gate(runtime: TeamRuntime) -> Callable[[dict[str, Any]], dict[str
     writes nothing twice).
     """
 
-    def human(state: dict[str, Any]) -> dict[str, Any]:
+    def human(state: TeamState) -> dict[str, Any]:
         write_committed(runtime, state)
         return human_gate(state)
 
     return human
 
 
-def human_gate(state: dict[str, Any]) -> dict[str, Any]:
+def human_gate(state: TeamState) -> dict[str, Any]:
     """Pause for a person; apply the answers given (some or all of the requests)."""
     requests = state.get("requests", {})
     pending = pending_for_person(requests)

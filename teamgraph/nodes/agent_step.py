@@ -45,7 +45,7 @@ from teamgraph.roles.prompts import leader_prompt, member_prompt
 from teamgraph.runtime import TeamRuntime
 from teamgraph.state import TeamState
 from teamgraph.tools import tools_for_role, work_tool_names
-from teamgraph.tools.context import View
+from teamgraph.tools.context import TeamView
 
 
 class StepOutput(TypedDict):
@@ -60,7 +60,7 @@ class StepState(StepOutput):
 
     agent: str
     messages: list[AnyMessage]
-    view: View
+    view: TeamView
 
 
 def build_role_subgraph(runtime: TeamRuntime, role: Role) -> CompiledStateGraph:
@@ -82,7 +82,7 @@ def build_role_subgraph(runtime: TeamRuntime, role: Role) -> CompiledStateGraph:
     def call_model(state: StepState, config: RunnableConfig) -> dict[str, Any]:
         messages, notices = state["messages"], []
         if role.is_leader:
-            messages, notices = with_budget(messages, team=state["view"]["team"], agents=state["view"]["agents"])
+            messages, notices = with_budget(messages, team=state["view"].team, agents=state["view"].agents)
         answer = call_within_context(bound, messages, model=model, budget=budget, config=config)
         return {"new": [*notices, *answer]}
 
@@ -90,7 +90,7 @@ def build_role_subgraph(runtime: TeamRuntime, role: Role) -> CompiledStateGraph:
         view = state["view"]
         refused = {} if not gated or plan_approved(view) else dict.fromkeys(gated, PLAN_FIRST)
         messages, step_effects, _ = run_tool_calls(
-            state["new"][-1], tools, view, config, refused=refused, retries=runtime.policy.tool_retries
+            state["new"][-1], tools, view, config, runtime=runtime, refused=refused, retries=runtime.policy.tool_retries
         )
         return {"new": messages, "effects": step_effects}
 
@@ -115,11 +115,11 @@ PLAN_FIRST = (
 )
 
 
-def plan_approved(view: View) -> bool:
+def plan_approved(view: TeamView) -> bool:
     """Whether the calling member has a plan (``submit_plan``) that was approved."""
     return any(
-        r["kind"] == MEMBER_PLAN and r["from"] == view["self"] and r["status"] == APPROVED
-        for r in view["requests"].values()
+        r["kind"] == MEMBER_PLAN and r["from"] == view.caller and r["status"] == APPROVED
+        for r in view.requests.values()
     )
 
 
@@ -135,16 +135,10 @@ def read_team_state(config: RunnableConfig) -> dict[str, Any]:
     return read_state()
 
 
-def team_view(team: dict[str, Any], name: str) -> View:
-    """The read-only view of the team that tools see."""
-    return View(
-        {
-            "self": name,
-            "agents": team.get("agents", {}),
-            "requests": team.get("requests", {}),
-            "team": team.get("team", {}),
-            "effects": [],
-        }
+def team_view(team: dict[str, Any], name: str) -> TeamView:
+    """The read-only view of the team that tools see (in their ToolContext)."""
+    return TeamView(
+        caller=name, agents=team.get("agents", {}), requests=team.get("requests", {}), team=team.get("team", {})
     )
 
 

@@ -3,13 +3,15 @@
 LangGraph's ToolNode insists that every tool call ends with a ToolMessage; a
 deferred call (``ask_master``, ``ask_sub_agent``...) must stay open until the
 router answers it, so this small executor runs our ``@tool`` functions instead.
-It keeps ToolNode's contract otherwise: ``InjectedState`` / ``InjectedToolCallId``,
+It keeps ToolNode's contract otherwise: arguments injected by type (a parameter typed
+``ToolContext``, as ToolNode injects ``ToolRuntime``), ``InjectedToolCallId``,
 ``Command`` results, and errors returned to the model instead of raised.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -20,12 +22,21 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.types import Command
 from pydantic import ValidationError
 
-from teamgraph.models.arguments import NOT_AN_OBJECT, non_object_kind
 from teamgraph.audit.exceptions import RETRIES_KEY, call_with_retry, retried_error
 from teamgraph.governance.gate import rule_call
-from teamgraph.tools.context import View
+from teamgraph.models.arguments import NOT_AN_OBJECT, non_object_kind
+from teamgraph.records import Effect
+from teamgraph.runtime import TeamRuntime
+from teamgraph.tools.context import TeamView, ToolContext
 
-VIEW_ARG = "view"
+
+def context_parameter(tool: BaseTool) -> str | None:
+    """The name of ``tool``'s parameter typed :class:`ToolContext` (injected by type), if it has one."""
+    fields = getattr(tool.args_schema, "model_fields", None) or {}
+    return next(
+        (n for n, f in fields.items() if isinstance(f.annotation, type) and issubclass(f.annotation, ToolContext)),
+        None,
+    )
 
 
 def _expected_args(tool: BaseTool) -> str:
@@ -56,19 +67,21 @@ def _error(text: str, call_id: str, name: str, *, retries: list[str] | None = No
 def run_tool_calls(
     ai: AIMessage,
     tools: dict[str, BaseTool],
-    view: View,
+    view: TeamView,
     config: RunnableConfig,
     *,
+    runtime: TeamRuntime,
     refused: Mapping[str, str] | None = None,
     retries: int = 0,
-) -> tuple[list[ToolMessage], list[dict[str, Any]], list[str]]:
+) -> tuple[list[ToolMessage], list[Effect], list[str]]:
     """Run the tool calls of ``ai`` in order.
 
     Args:
         ai: The model's message.
         tools: The caller's tools by name.
-        view: The team view; each tool also sees the effects of the calls before it.
+        view: The team view; each tool's context also holds the effects of the calls before it.
         config: The node's config (callbacks, metadata).
+        runtime: The team runtime, for the tools' context.
         refused: Tools the caller may not use right now, with the reason.
         retries: Times a call that fails with a transient error is tried again.
 
@@ -77,7 +90,8 @@ def run_tool_calls(
         the calls left open (deferred) for the router to answer.
     """
     messages: list[ToolMessage] = []
-    step_effects: list[dict[str, Any]] = []
+    step_effects: list[Effect] = []
+    base = ToolContext(view=view, runtime=runtime, config=config)
     deferred: list[str] = []
 
     for bad in ai.invalid_tool_calls:
@@ -113,8 +127,9 @@ def run_tool_calls(
             deferred.extend([call_id] if ruling.approval else [])
             messages.extend([_error(ruling.refusal, call_id, name)] if ruling.refusal else [])
             continue
-        if VIEW_ARG in (getattr(tool.args_schema, "model_fields", None) or {}):
-            args[VIEW_ARG] = view.with_effects(step_effects)
+        injected = context_parameter(tool)
+        if injected:
+            args[injected] = replace(base, tool_call_id=call_id, effects=tuple(step_effects))
         try:
             payload = {**call, "args": args, "type": "tool_call"}
             out, failures = call_with_retry(partial(tool.invoke, payload, config), retries=retries)

@@ -20,6 +20,7 @@ from teamgraph.governance.matrix import refusal
 from teamgraph.governance.operations import CallContext, GovernedCall, Operation, roles_in_use, sensitive_operation
 from teamgraph.messaging import effects
 from teamgraph.protocols.requests import APPROVAL
+from teamgraph.records import OpenEffect
 from teamgraph.runtime import TeamRuntime
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ class Ruling:
     """The gate's answer for one call: refuse it, defer it behind ``approval``, or neither."""
 
     refusal: str | None = None
-    approval: dict[str, Any] | None = None
+    approval: OpenEffect | None = None
 
 
 ALLOW = Ruling()

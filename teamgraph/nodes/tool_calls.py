@@ -11,11 +11,11 @@ It keeps ToolNode's contract otherwise: arguments injected by type (a parameter 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import AIMessage, ToolCall, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, ToolException
 from langgraph.errors import GraphBubbleUp
@@ -64,6 +64,66 @@ def _error(text: str, call_id: str, name: str, *, retries: list[str] | None = No
     )
 
 
+@dataclass
+class StepCalls:
+    """What a model turn's tool calls produced so far: results, effects, calls left open."""
+
+    messages: list[ToolMessage] = field(default_factory=list)
+    effects: list[Effect] = field(default_factory=list)
+    deferred: list[str] = field(default_factory=list)
+
+    def take(self, out: Any, call_id: str, name: str, failures: list[str]) -> None:
+        """Record one tool's return value: a Command (a result and/or effects), a ToolMessage, or text."""
+        before = len(self.messages)
+        if isinstance(out, Command):
+            update = out.update if isinstance(out.update, dict) else {}
+            self.effects.extend(update.get("effects", []))
+            answered = [m for m in update.get("new", []) if isinstance(m, ToolMessage)]
+            for message in answered:
+                message.name = message.name or name
+            self.messages.extend(answered)
+            self.deferred.extend([] if answered else [call_id])
+        elif isinstance(out, ToolMessage):
+            self.messages.append(out)
+        else:
+            self.messages.append(ToolMessage(content=str(out), tool_call_id=call_id, name=name))
+        for message in self.messages[before:] if failures else ():
+            message.additional_kwargs[RETRIES_KEY] = failures  # NOTE: the log records the retry (WARN)
+
+
+def _invalid_call_errors(ai: AIMessage, tools: dict[str, BaseTool]) -> list[ToolMessage]:
+    """An error result for each tool call whose arguments could not be parsed."""
+    errors = []
+    for bad in ai.invalid_tool_calls:
+        name = bad.get("name") or "unknown"
+        kind = non_object_kind(bad.get("args"))
+        problem = bad.get("error") or (NOT_AN_OBJECT.format(kind=kind) if kind else "not valid JSON")
+        expected = f" Expected arguments: {_expected_args(tools[name])}." if name in tools else ""
+        text = f"the arguments of your {name} call could not be used: {problem}.{expected} "
+        errors.append(_error(text + "Call it again with a JSON object.", bad.get("id") or "", name))
+    return errors
+
+
+def _invoke(
+    tool: BaseTool, call: ToolCall, args: dict[str, Any], config: RunnableConfig, retries: int
+) -> tuple[Any, list[str]] | ToolMessage:
+    """Run one call: its return value and the failures retried, or the error result for the model."""
+    name, call_id = call["name"], call["id"] or ""
+    try:
+        payload = {**call, "args": args, "type": "tool_call"}
+        return call_with_retry(partial(tool.invoke, payload, config), retries=retries)
+    except GraphBubbleUp:
+        raise
+    except ToolException as exc:
+        return _error(str(exc), call_id, name)
+    except ValidationError as exc:
+        return _error(_validation_problem(tool, exc), call_id, name)
+    except Exception as exc:  # noqa: BLE001 - a tool bug must not stop the team
+        retried = getattr(exc, "teamgraph_failures", None)
+        text = retried_error(name, exc) if retried else f"{name} failed: {type(exc).__name__}: {exc}"
+        return _error(text, call_id, name, retries=retried)
+
+
 def run_tool_calls(
     ai: AIMessage,
     tools: dict[str, BaseTool],
@@ -89,78 +149,32 @@ def run_tool_calls(
         The immediate ToolMessages, the effects in call order, and the ids of
         the calls left open (deferred) for the router to answer.
     """
-    messages: list[ToolMessage] = []
-    step_effects: list[Effect] = []
+    step = StepCalls(messages=_invalid_call_errors(ai, tools))
     base = ToolContext(view=view, runtime=runtime, config=config)
-    deferred: list[str] = []
-
-    for bad in ai.invalid_tool_calls:
-        name = bad.get("name") or "unknown"
-        kind = non_object_kind(bad.get("args"))
-        problem = bad.get("error") or (NOT_AN_OBJECT.format(kind=kind) if kind else "not valid JSON")
-        expected = f" Expected arguments: {_expected_args(tools[name])}." if name in tools else ""
-        messages.append(
-            _error(
-                f"the arguments of your {name} call could not be used: {problem}.{expected} "
-                "Call it again with a JSON object.",
-                bad.get("id") or "",
-                name,
-            )
-        )
-
     for call in ai.tool_calls:
         name, call_id = call["name"], call["id"] or ""
         tool = tools.get(name)
         if tool is None:
-            messages.append(
-                _error(f"there is no tool '{name}'. Your tools: {', '.join(tools)}.", call_id, name)
-            )
+            step.messages.append(_error(f"there is no tool '{name}'. Your tools: {', '.join(tools)}.", call_id, name))
             continue
         if refused and name in refused:
-            messages.append(_error(refused[name], call_id, name))
+            step.messages.append(_error(refused[name], call_id, name))
             continue
         args = dict(call["args"]) if isinstance(call["args"], dict) else {}
         # NOTE: the permission matrix: refused, or deferred behind an approval (a sensitive call).
         ruling = rule_call(tool, args, call_id, view, config)
         if ruling.approval or ruling.refusal:
-            step_effects.extend([ruling.approval] if ruling.approval else [])
-            deferred.extend([call_id] if ruling.approval else [])
-            messages.extend([_error(ruling.refusal, call_id, name)] if ruling.refusal else [])
+            step.effects.extend([ruling.approval] if ruling.approval else [])
+            step.deferred.extend([call_id] if ruling.approval else [])
+            step.messages.extend([_error(ruling.refusal, call_id, name)] if ruling.refusal else [])
             continue
         injected = context_parameter(tool)
         if injected:
-            args[injected] = replace(base, tool_call_id=call_id, effects=tuple(step_effects))
-        try:
-            payload = {**call, "args": args, "type": "tool_call"}
-            out, failures = call_with_retry(partial(tool.invoke, payload, config), retries=retries)
-        except GraphBubbleUp:
-            raise
-        except ToolException as exc:
-            messages.append(_error(str(exc), call_id, name))
+            args[injected] = replace(base, tool_call_id=call_id, effects=tuple(step.effects))
+        result = _invoke(tool, call, args, config, retries)
+        if isinstance(result, ToolMessage):
+            step.messages.append(result)
             continue
-        except ValidationError as exc:
-            messages.append(_error(_validation_problem(tool, exc), call_id, name))
-            continue
-        except Exception as exc:  # noqa: BLE001 - a tool bug must not stop the team
-            retried = getattr(exc, "teamgraph_failures", None)
-            text = retried_error(name, exc) if retried else f"{name} failed: {type(exc).__name__}: {exc}"
-            messages.append(_error(text, call_id, name, retries=retried))
-            continue
-        before = len(messages)
-        if isinstance(out, Command):
-            update = out.update or {}
-            step_effects.extend(update.get("effects", []))
-            answered = [m for m in update.get("new", []) if isinstance(m, ToolMessage)]
-            for message in answered:
-                message.name = message.name or name
-            if answered:
-                messages.extend(answered)
-            else:
-                deferred.append(call_id)
-        elif isinstance(out, ToolMessage):
-            messages.append(out)
-        else:
-            messages.append(ToolMessage(content=str(out), tool_call_id=call_id, name=name))
-        for message in messages[before:] if failures else ():
-            message.additional_kwargs[RETRIES_KEY] = failures  # NOTE: the log records the retry (WARN)
-    return messages, step_effects, deferred
+        out, failures = result
+        step.take(out, call_id, name, failures)
+    return step.messages, step.effects, step.deferred

@@ -64,5 +64,7 @@ def set_permissions(yaml: str, context: ToolContext) -> str:
 
 READ_ONLY_LEADER_TOOLS: list[BaseTool] = [list_agents, get_sub_agent_status]
 """The leader's read-only tools HR (L2) may use too."""
-ADMIN_TOOLS: list[BaseTool] = [*READ_ONLY_LEADER_TOOLS, get_agent_config, set_agent_config, delete_agent, set_permissions]
+ADMIN_TOOLS: list[BaseTool] = [
+    *READ_ONLY_LEADER_TOOLS, get_agent_config, set_agent_config, delete_agent, set_permissions,
+]  # fmt: skip
 """The ``admin`` tool set."""

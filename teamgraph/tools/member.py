@@ -20,9 +20,7 @@ def ask_master(question: str, context: ToolContext) -> Command:
     """
     if context.caller == LEADER:
         raise fail("You are the Team Leader: there is no master to ask.")
-    return defer(
-        effects.open_request(request_kind=ASK, body=question, call_id=context.tool_call_id, tool="ask_master")
-    )
+    return defer(effects.open_request(request_kind=ASK, body=question, call_id=context.tool_call_id, tool="ask_master"))
 
 
 @tool(parse_docstring=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from langchain_core.tools import BaseTool, tool
 from langgraph.types import Command
 
@@ -12,7 +14,8 @@ from teamgraph.tools.context import ToolContext, fail, reply
 
 def current_board(context: ToolContext) -> list[board.Task]:
     """The board as the router will see it, with this step's earlier changes applied."""
-    tasks: list[board.Task] = list(context.team.get("board") or [])
+    # NOTE: the team book types its board as plain dicts; they are board.Task records.
+    tasks = cast("list[board.Task]", list(context.team.get("board") or []))
     for e in context.effects:
         if e["kind"] == effects.TASK_CREATE:
             tasks = board.add_task(tasks, title=e["title"], assignee=e["assignee"], priority=e["priority"],
@@ -60,9 +63,7 @@ def create_task(
 
 
 @tool(parse_docstring=True)
-def set_task_status(
-    task_id: str, status: board.TaskStatus, context: ToolContext, note: str | None = None
-) -> Command:
+def set_task_status(task_id: str, status: board.TaskStatus, context: ToolContext, note: str | None = None) -> Command:
     """Set a task's status: todo, in_progress, blocked, done or failed.
 
     Args:

@@ -79,9 +79,13 @@ def test_tool_sets_give_each_team_its_own_gated_copies(tmp_path):
 # --- the executor injects the context by type --------------------------------------------------------------------
 
 
+SEEN: list[ToolContext] = []
+
+
 @tool
 def whoami(ctx: ToolContext) -> str:
     """Say who calls and what this step asked for so far."""
+    SEEN.append(ctx)
     return f"{ctx.caller}:{ctx.tool_call_id}:{len(ctx.effects)}"
 
 
@@ -104,6 +108,7 @@ def test_run_tool_calls_injects_the_context_by_type_with_the_step_effects_so_far
     assert messages[2].content == f"{LEADER}:c:2"
     assert deferred == []
     assert "ctx" not in whoami.tool_call_schema.model_json_schema()["properties"]
+    assert SEEN[-1].view is view and SEEN[-1].runtime is runtime  # NOTE: passed through, not validated into a copy
 
 
 # --- member ------------------------------------------------------------------------------------------------------

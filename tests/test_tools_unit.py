@@ -18,7 +18,7 @@ from teamgraph.governance.gate import GATE_KEY
 from teamgraph.messaging import effects
 from teamgraph.nodes.tool_calls import run_tool_calls
 from teamgraph.policy import Policy
-from teamgraph.protocols.requests import ASK, COUNTER, MEMBER_PLAN, PLAN, QUESTION, RUN, SHUTDOWN
+from teamgraph.protocols.requests import APPROVED, ASK, COUNTER, MEMBER_PLAN, PLAN, QUESTION, RUN, SHUTDOWN
 from teamgraph.records import IDLE, LEADER, LEADER_ROLE_ID, RUNNING, TERMINATED
 from teamgraph.roles import Role
 from teamgraph.runtime import TeamRuntime
@@ -174,7 +174,7 @@ def test_create_sub_agent_refuses_unknown_roles_the_leader_role_and_work_before_
     assert refused(create_sub_agent, context_for(runtime), role_id=LEADER_ROLE_ID)
     runtime.policy = runtime.policy.model_copy(update={"require_plan": True})
     assert "propose_plan" in refused(create_sub_agent, context_for(runtime), role_id="researcher")
-    approved = context_for(runtime, team={"plan": {"status": "approved"}})
+    approved = context_for(runtime, team={"plan": {"status": APPROVED}})
     assert effects_of(run(create_sub_agent, approved, role_id="researcher"))[0]["kind"] == effects.SPAWN
 
 

@@ -19,11 +19,13 @@ from teamgraph.messaging import effects
 from teamgraph.messaging.results import plan_submitted  # noqa: F401 - re-exported
 from teamgraph.protocols.requests import (
     APPROVAL,
+    APPROVED,
     ASK,
     COUNTER,
     ID_PREFIX,
     MEMBER_PLAN,
     PLAN,
+    REJECTED,
     SHUTDOWN,
 )
 from teamgraph.records import LEADER, LEADER_ROLE_ID, AnswerEffect, Request
@@ -62,7 +64,7 @@ def _request_to_me(context: ToolContext, request_id: str, kinds: tuple[str, ...]
         raise fail(f"Unknown {' or '.join(kinds)} request '{request_id}'. Yours pending: {', '.join(mine) or 'none'}.")
     earlier = [e for e in context.effects if e["kind"] == "answer" and e["request_id"] == request_id]
     if earlier:
-        raise fail(f"Request '{request_id}' is already {'approved' if earlier[0]['approve'] else 'rejected'}.")
+        raise fail(f"Request '{request_id}' is already {APPROVED if earlier[0]['approve'] else REJECTED}.")
     if not is_open(record):
         raise fail(f"Request '{request_id}' is already {record['status']}.")
     return record
@@ -261,7 +263,7 @@ def review_plan(request_id: str, approve: bool, context: ToolContext, feedback: 
         feedback: What to change (on reject) or to keep in mind (on approve).
     """
     record, answer = _response(context, request_id, approve, feedback, (MEMBER_PLAN, APPROVAL))
-    verdict = "approved" if approve else "rejected"
+    verdict = APPROVED if approve else REJECTED
     return reply(f"{request_id} ({record['from']}) {verdict}.", context.tool_call_id, answer)
 
 

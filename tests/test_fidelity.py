@@ -363,7 +363,8 @@ def test_leader_aliases_do_what_the_tools_they_alias_do(clocked_team):
         R1: {"role": "researcher", "status": "idle", "inbox": []},
     }
     plan = {"id": "member_plan_1", "kind": "member_plan", "from": R1, "route": LEADER, "status": "pending"}
-    context = ToolContext(view=_view(agents=agents, requests={"member_plan_1": plan}), runtime=runtime, tool_call_id="c1")
+    view = _view(agents=agents, requests={"member_plan_1": plan})
+    context = ToolContext(view=view, runtime=runtime, tool_call_id="c1")
 
     def run(tool, **args):
         return tool.func(context=context, **args)

@@ -44,16 +44,16 @@ def context_for(
     """A tool context as ``run_tool_calls`` builds it, for a call with id ``c1``."""
     view = TeamView(
         caller=caller,
-        agents=DEFAULT_AGENTS if agents is None else agents,  # type: ignore[arg-type]
-        requests={r["id"]: r for r in requests},  # type: ignore[misc]
-        team=team or {},  # type: ignore[typeddict-item]
+        agents=DEFAULT_AGENTS if agents is None else agents,
+        requests={r["id"]: r for r in requests},
+        team=team or {},
     )
     return ToolContext(
         view=view,
         runtime=runtime,
         tool_call_id="c1",
         config=config or {},
-        effects=tuple(effects),  # type: ignore[arg-type]
+        effects=tuple(effects),
     )
 
 

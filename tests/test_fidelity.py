@@ -25,7 +25,7 @@ from teamgraph.messaging.envelopes import (
     without_control_words,
 )
 from teamgraph.tools import TOOL_SET_FACTORIES, tools_for_role
-from teamgraph.tools.context import View
+from teamgraph.tools.context import TeamView, ToolContext
 from teamgraph.tools.sessions import communication_failed, timed_out, unknown_target
 from teamgraph.tools.teammates import TEAMMATE_TOOL_NAMES
 
@@ -348,9 +348,9 @@ def test_teammates_is_a_tool_set_with_the_agent_teams_names(clocked_team, tmp_pa
     assert member == set(TEAMMATE_TOOL_NAMES) - {"spawn_teammate"}
 
 
-def _view(**parts) -> View:
-    base = {"self": LEADER, "agents": {}, "requests": {}, "team": {}, "effects": []}
-    return View({**base, **parts})
+def _view(**parts) -> TeamView:
+    base = {"caller": LEADER, "agents": {}, "requests": {}, "team": {}}
+    return TeamView(**{**base, **parts})
 
 
 def test_leader_aliases_do_what_the_tools_they_alias_do(clocked_team):
@@ -364,9 +364,10 @@ def test_leader_aliases_do_what_the_tools_they_alias_do(clocked_team):
     }
     plan = {"id": "member_plan_1", "kind": "member_plan", "from": R1, "route": LEADER, "status": "pending"}
     view = _view(agents=agents, requests={"member_plan_1": plan})
+    context = ToolContext(view=view, runtime=runtime, tool_call_id="c1")
 
     def run(tool, **args):
-        return tool.func(view=view, tool_call_id="c1", **args)
+        return tool.func(context=context, **args)
 
     assert run(aliases["spawn_teammate"], role="researcher", prompt="Survey.") == run(
         tools["create_sub_agent"], role_id="researcher", task="Survey."
@@ -377,8 +378,8 @@ def test_leader_aliases_do_what_the_tools_they_alias_do(clocked_team):
     assert run(aliases["broadcast"], content="Stand-up.") == run(
         tools["send_message"], to="*", content="Stand-up.", msg_type="broadcast"
     )
-    assert aliases["list_teammates"].func(view=view) == tools["sessions_list"].func(view=view)
-    assert json.loads(aliases["read_inbox"].func(view=view)) == []
+    assert aliases["list_teammates"].func(context=context) == tools["sessions_list"].func(context=context)
+    assert json.loads(aliases["read_inbox"].func(context=context)) == []
 
 
 def test_a_member_uses_the_teammates_names_end_to_end(hitl_team, tmp_path):
@@ -489,7 +490,7 @@ def test_template_fields_reads_a_request_back():
     # The helper the sessions tests rely on reads what request_message writes.
     from teamgraph.tools.sessions import request_message
 
-    view = _view(self=LIAISON, agents={LIAISON: {"role": "liaison", "status": "running"}})
+    view = _view(caller=LIAISON, agents={LIAISON: {"role": "liaison", "status": "running"}})
     text = request_message(view, R1, "Line one.\nLine two.", timeout=0)
     assert template_fields(text)["message"] == "Line one.\nLine two."
     assert template_fields(text)["expected response"] == "fire-and-forget"

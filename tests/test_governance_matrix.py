@@ -17,7 +17,7 @@ from teamgraph.governance.gate import rule_call
 from teamgraph.governance.matrix import DEFAULT_MATRIX, SET_TOOLS, PermissionsError
 from teamgraph.roles import RoleFileError, write_role_file
 from teamgraph.tools import TOOL_SET_FACTORIES, tool_set
-from teamgraph.tools.context import View
+from teamgraph.tools.context import TeamView
 
 # docs/protocols.md, "Permissions": role -> (tools it may call, tools it may not), with its level.
 ROWS = {
@@ -66,9 +66,9 @@ def all_tools(team) -> dict:
     return {t.name: t for s in TOOL_SET_FACTORIES for side in (member, leader) for t in tool_set(team.runtime, s, side)}
 
 
-def view_of(role_id: str, name: str = "Agent_1") -> View:
+def view_of(role_id: str, name: str = "Agent_1") -> TeamView:
     agents = {name: {"role": role_id, "status": "running"}}
-    return View({"self": name, "agents": agents, "requests": {}, "team": {}, "effects": []})
+    return TeamView(caller=name, agents=agents, requests={}, team={})
 
 
 def test_the_static_set_table_matches_the_built_tools(team):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
@@ -22,6 +22,9 @@ from teamgraph.messaging import effects
 from teamgraph.protocols.requests import APPROVAL
 from teamgraph.records import OpenEffect
 from teamgraph.runtime import TeamRuntime
+
+if TYPE_CHECKING:
+    from teamgraph.tools.context import TeamView
 
 GATE_KEY = "teamgraph_gate"
 
@@ -37,13 +40,12 @@ class Ruling:
 ALLOW = Ruling()
 
 
-def call_context(runtime: TeamRuntime, view: Any, config: Mapping[str, Any] | None) -> CallContext:
+def call_context(runtime: TeamRuntime, view: TeamView, config: Mapping[str, Any] | None) -> CallContext:
     """Who calls and in which project folder (what an executor may rely on later)."""
-    me = view["self"]
-    record = view["agents"].get(me) or {}
+    record = view.agents.get(view.caller)
     return CallContext(
-        caller=me, role=record.get("role", ""), project_dir=str(runtime.project_folder(config)),
-        roles_in_use=roles_in_use(view["agents"]),
+        caller=view.caller, role=record["role"] if record else "", project_dir=str(runtime.project_folder(config)),
+        roles_in_use=roles_in_use(view.agents),
     )
 
 
@@ -63,10 +65,12 @@ class Gate:
     def __repr__(self) -> str:
         return f"Gate({self.runtime.home})"
 
-    def rule(self, tool: BaseTool, args: dict[str, Any], call_id: str, view: Any, config: RunnableConfig) -> Ruling:
+    def rule(
+        self, tool: BaseTool, args: dict[str, Any], call_id: str, view: TeamView, config: RunnableConfig
+    ) -> Ruling:
         """Check one call of ``tool`` by the view's caller."""
-        me = view["self"]
-        record = view["agents"].get(me)
+        me = view.caller
+        record = view.agents.get(me)
         role = self.runtime.roles.get(record["role"]) if record else None
         if role is None:
             return ALLOW
@@ -100,7 +104,7 @@ class Gate:
         )
 
 
-def rule_call(tool: BaseTool, args: dict[str, Any], call_id: str, view: Any, config: RunnableConfig) -> Ruling:
+def rule_call(tool: BaseTool, args: dict[str, Any], call_id: str, view: TeamView, config: RunnableConfig) -> Ruling:
     """The gate's ruling on a call, or ALLOW for a tool that carries no gate (the user's own)."""
     gate = (tool.metadata or {}).get(GATE_KEY)
     return gate.rule(tool, args, call_id, view, config) if gate else ALLOW

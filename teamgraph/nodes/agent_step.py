@@ -41,7 +41,7 @@ from teamgraph.roles.prompts import leader_prompt, member_prompt
 from teamgraph.runtime import TeamRuntime
 from teamgraph.state import TeamState
 from teamgraph.tools import tools_for_role, work_tool_names
-from teamgraph.tools.context import View
+from teamgraph.tools.context import TeamView
 
 
 class StepOutput(TypedDict):
@@ -56,7 +56,7 @@ class StepState(StepOutput):
 
     agent: str
     messages: list[AnyMessage]
-    view: View
+    view: TeamView
 
 
 def build_role_subgraph(runtime: TeamRuntime, role: Role) -> CompiledStateGraph:
@@ -79,7 +79,7 @@ def build_role_subgraph(runtime: TeamRuntime, role: Role) -> CompiledStateGraph:
         messages: Sequence[BaseMessage] = state["messages"]
         notices: list[BaseMessage] = []
         if role.is_leader:
-            messages, notices = with_budget(messages, team=state["view"]["team"], agents=state["view"]["agents"])
+            messages, notices = with_budget(messages, team=state["view"].team, agents=state["view"].agents)
         answer = call_within_context(bound, messages, model=model, budget=budget, config=config)
         return {"new": [*notices, *answer]}
 
@@ -87,7 +87,7 @@ def build_role_subgraph(runtime: TeamRuntime, role: Role) -> CompiledStateGraph:
         view = state["view"]
         refused = {} if not gated or plan_approved(view) else dict.fromkeys(gated, PLAN_FIRST)
         messages, step_effects, _ = run_tool_calls(
-            state["new"][-1], tools, view, config, refused=refused, retries=runtime.policy.tool_retries
+            state["new"][-1], tools, view, config, runtime=runtime, refused=refused, retries=runtime.policy.tool_retries
         )
         return {"new": messages, "effects": step_effects}
 
@@ -112,11 +112,11 @@ PLAN_FIRST = (
 )
 
 
-def plan_approved(view: View) -> bool:
+def plan_approved(view: TeamView) -> bool:
     """Whether the calling member has a plan (``submit_plan``) that was approved."""
     return any(
-        r["kind"] == MEMBER_PLAN and r["from"] == view["self"] and r["status"] == APPROVED
-        for r in view["requests"].values()
+        r["kind"] == MEMBER_PLAN and r["from"] == view.caller and r["status"] == APPROVED
+        for r in view.requests.values()
     )
 
 
@@ -130,16 +130,10 @@ def read_team_state(config: RunnableConfig) -> dict[str, Any]:
     return read_graph_state(config, list(TeamState.__annotations__))
 
 
-def team_view(team: dict[str, Any], name: str) -> View:
-    """The read-only view of the team that tools see."""
-    return View(
-        {
-            "self": name,
-            "agents": team.get("agents", {}),
-            "requests": team.get("requests", {}),
-            "team": team.get("team", {}),
-            "effects": [],
-        }
+def team_view(team: dict[str, Any], name: str) -> TeamView:
+    """The read-only view of the team that tools see (in their ToolContext)."""
+    return TeamView(
+        caller=name, agents=team.get("agents", {}), requests=team.get("requests", {}), team=team.get("team", {})
     )
 
 

@@ -3,29 +3,40 @@
 LangGraph's ToolNode insists that every tool call ends with a ToolMessage; a
 deferred call (``ask_master``, ``ask_sub_agent``...) must stay open until the
 router answers it, so this small executor runs our ``@tool`` functions instead.
-It keeps ToolNode's contract otherwise: ``InjectedState`` / ``InjectedToolCallId``,
+It keeps ToolNode's contract otherwise: arguments injected by type (a parameter typed
+``ToolContext``, as ToolNode injects ``ToolRuntime``), ``InjectedToolCallId``,
 ``Command`` results, and errors returned to the model instead of raised.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import AIMessage, ToolCall, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, ToolException
 from langgraph.errors import GraphBubbleUp
 from langgraph.types import Command
 from pydantic import ValidationError
 
-from teamgraph.models.arguments import NOT_AN_OBJECT, non_object_kind
 from teamgraph.audit.exceptions import RETRIES_KEY, call_with_retry, retried_error
 from teamgraph.governance.gate import rule_call
-from teamgraph.tools.context import View
+from teamgraph.models.arguments import NOT_AN_OBJECT, non_object_kind
+from teamgraph.records import Effect
+from teamgraph.runtime import TeamRuntime
+from teamgraph.tools.context import TeamView, ToolContext
 
-VIEW_ARG = "view"
+
+def context_parameter(tool: BaseTool) -> str | None:
+    """The name of ``tool``'s parameter typed :class:`ToolContext` (injected by type), if it has one."""
+    fields = getattr(tool.args_schema, "model_fields", None) or {}
+    return next(
+        (n for n, f in fields.items() if isinstance(f.annotation, type) and issubclass(f.annotation, ToolContext)),
+        None,
+    )
 
 
 def _expected_args(tool: BaseTool) -> str:
@@ -53,22 +64,84 @@ def _error(text: str, call_id: str, name: str, *, retries: list[str] | None = No
     )
 
 
+@dataclass
+class StepCalls:
+    """What a model turn's tool calls produced so far: results, effects, calls left open."""
+
+    messages: list[ToolMessage] = field(default_factory=list)
+    effects: list[Effect] = field(default_factory=list)
+    deferred: list[str] = field(default_factory=list)
+
+    def take(self, out: Any, call_id: str, name: str, failures: list[str]) -> None:
+        """Record one tool's return value: a Command (a result and/or effects), a ToolMessage, or text."""
+        before = len(self.messages)
+        if isinstance(out, Command):
+            update = out.update if isinstance(out.update, dict) else {}
+            self.effects.extend(update.get("effects", []))
+            answered = [m for m in update.get("new", []) if isinstance(m, ToolMessage)]
+            for message in answered:
+                message.name = message.name or name
+            self.messages.extend(answered)
+            self.deferred.extend([] if answered else [call_id])
+        elif isinstance(out, ToolMessage):
+            self.messages.append(out)
+        else:
+            self.messages.append(ToolMessage(content=str(out), tool_call_id=call_id, name=name))
+        for message in self.messages[before:] if failures else ():
+            message.additional_kwargs[RETRIES_KEY] = failures  # NOTE: the log records the retry (WARN)
+
+
+def _invalid_call_errors(ai: AIMessage, tools: dict[str, BaseTool]) -> list[ToolMessage]:
+    """An error result for each tool call whose arguments could not be parsed."""
+    errors = []
+    for bad in ai.invalid_tool_calls:
+        name = bad.get("name") or "unknown"
+        kind = non_object_kind(bad.get("args"))
+        problem = bad.get("error") or (NOT_AN_OBJECT.format(kind=kind) if kind else "not valid JSON")
+        expected = f" Expected arguments: {_expected_args(tools[name])}." if name in tools else ""
+        text = f"the arguments of your {name} call could not be used: {problem}.{expected} "
+        errors.append(_error(text + "Call it again with a JSON object.", bad.get("id") or "", name))
+    return errors
+
+
+def _invoke(
+    tool: BaseTool, call: ToolCall, args: dict[str, Any], config: RunnableConfig, retries: int
+) -> tuple[Any, list[str]] | ToolMessage:
+    """Run one call: its return value and the failures retried, or the error result for the model."""
+    name, call_id = call["name"], call["id"] or ""
+    try:
+        payload = {**call, "args": args, "type": "tool_call"}
+        return call_with_retry(partial(tool.invoke, payload, config), retries=retries)
+    except GraphBubbleUp:
+        raise
+    except ToolException as exc:
+        return _error(str(exc), call_id, name)
+    except ValidationError as exc:
+        return _error(_validation_problem(tool, exc), call_id, name)
+    except Exception as exc:  # noqa: BLE001 - a tool bug must not stop the team
+        retried = getattr(exc, "teamgraph_failures", None)
+        text = retried_error(name, exc) if retried else f"{name} failed: {type(exc).__name__}: {exc}"
+        return _error(text, call_id, name, retries=retried)
+
+
 def run_tool_calls(
     ai: AIMessage,
     tools: dict[str, BaseTool],
-    view: View,
+    view: TeamView,
     config: RunnableConfig,
     *,
+    runtime: TeamRuntime,
     refused: Mapping[str, str] | None = None,
     retries: int = 0,
-) -> tuple[list[ToolMessage], list[dict[str, Any]], list[str]]:
+) -> tuple[list[ToolMessage], list[Effect], list[str]]:
     """Run the tool calls of ``ai`` in order.
 
     Args:
         ai: The model's message.
         tools: The caller's tools by name.
-        view: The team view; each tool also sees the effects of the calls before it.
+        view: The team view; each tool's context also holds the effects of the calls before it.
         config: The node's config (callbacks, metadata).
+        runtime: The team runtime, for the tools' context.
         refused: Tools the caller may not use right now, with the reason.
         retries: Times a call that fails with a transient error is tried again.
 
@@ -76,76 +149,32 @@ def run_tool_calls(
         The immediate ToolMessages, the effects in call order, and the ids of
         the calls left open (deferred) for the router to answer.
     """
-    messages: list[ToolMessage] = []
-    step_effects: list[dict[str, Any]] = []
-    deferred: list[str] = []
-
-    for bad in ai.invalid_tool_calls:
-        name = bad.get("name") or "unknown"
-        kind = non_object_kind(bad.get("args"))
-        problem = bad.get("error") or (NOT_AN_OBJECT.format(kind=kind) if kind else "not valid JSON")
-        expected = f" Expected arguments: {_expected_args(tools[name])}." if name in tools else ""
-        messages.append(
-            _error(
-                f"the arguments of your {name} call could not be used: {problem}.{expected} "
-                "Call it again with a JSON object.",
-                bad.get("id") or "",
-                name,
-            )
-        )
-
+    step = StepCalls(messages=_invalid_call_errors(ai, tools))
+    base = ToolContext(view=view, runtime=runtime, config=config)
     for call in ai.tool_calls:
         name, call_id = call["name"], call["id"] or ""
         tool = tools.get(name)
         if tool is None:
-            messages.append(
-                _error(f"there is no tool '{name}'. Your tools: {', '.join(tools)}.", call_id, name)
-            )
+            step.messages.append(_error(f"there is no tool '{name}'. Your tools: {', '.join(tools)}.", call_id, name))
             continue
         if refused and name in refused:
-            messages.append(_error(refused[name], call_id, name))
+            step.messages.append(_error(refused[name], call_id, name))
             continue
         args = dict(call["args"]) if isinstance(call["args"], dict) else {}
         # NOTE: the permission matrix: refused, or deferred behind an approval (a sensitive call).
         ruling = rule_call(tool, args, call_id, view, config)
         if ruling.approval or ruling.refusal:
-            step_effects.extend([ruling.approval] if ruling.approval else [])
-            deferred.extend([call_id] if ruling.approval else [])
-            messages.extend([_error(ruling.refusal, call_id, name)] if ruling.refusal else [])
+            step.effects.extend([ruling.approval] if ruling.approval else [])
+            step.deferred.extend([call_id] if ruling.approval else [])
+            step.messages.extend([_error(ruling.refusal, call_id, name)] if ruling.refusal else [])
             continue
-        if VIEW_ARG in (getattr(tool.args_schema, "model_fields", None) or {}):
-            args[VIEW_ARG] = view.with_effects(step_effects)
-        try:
-            payload = {**call, "args": args, "type": "tool_call"}
-            out, failures = call_with_retry(partial(tool.invoke, payload, config), retries=retries)
-        except GraphBubbleUp:
-            raise
-        except ToolException as exc:
-            messages.append(_error(str(exc), call_id, name))
+        injected = context_parameter(tool)
+        if injected:
+            args[injected] = replace(base, tool_call_id=call_id, effects=tuple(step.effects))
+        result = _invoke(tool, call, args, config, retries)
+        if isinstance(result, ToolMessage):
+            step.messages.append(result)
             continue
-        except ValidationError as exc:
-            messages.append(_error(_validation_problem(tool, exc), call_id, name))
-            continue
-        except Exception as exc:  # noqa: BLE001 - a tool bug must not stop the team
-            retried = getattr(exc, "teamgraph_failures", None)
-            text = retried_error(name, exc) if retried else f"{name} failed: {type(exc).__name__}: {exc}"
-            messages.append(_error(text, call_id, name, retries=retried))
-            continue
-        before = len(messages)
-        if isinstance(out, Command):
-            update = out.update or {}
-            step_effects.extend(update.get("effects", []))
-            answered = [m for m in update.get("new", []) if isinstance(m, ToolMessage)]
-            for message in answered:
-                message.name = message.name or name
-            if answered:
-                messages.extend(answered)
-            else:
-                deferred.append(call_id)
-        elif isinstance(out, ToolMessage):
-            messages.append(out)
-        else:
-            messages.append(ToolMessage(content=str(out), tool_call_id=call_id, name=name))
-        for message in messages[before:] if failures else ():
-            message.additional_kwargs[RETRIES_KEY] = failures  # NOTE: the log records the retry (WARN)
-    return messages, step_effects, deferred
+        out, failures = result
+        step.take(out, call_id, name, failures)
+    return step.messages, step.effects, step.deferred

@@ -2,40 +2,66 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from langchain_core.tools import BaseTool
 
 from teamgraph.governance.gate import GATE_KEY, Gate
 from teamgraph.roles import Role
 from teamgraph.runtime import TeamRuntime
-from teamgraph.tools.admin import make_admin_tools
-from teamgraph.tools.collaboration import make_collaboration_tools
-from teamgraph.tools.commands import make_command_tools
-from teamgraph.tools.files import make_file_tools
-from teamgraph.tools.leader import make_leader_tools
-from teamgraph.tools.member import make_member_tools
-from teamgraph.tools.protocols import make_protocol_tools
-from teamgraph.tools.sessions import make_session_tools
-from teamgraph.tools.teammates import make_teammate_tools
-from teamgraph.tools.skills import make_skill_tools
-from teamgraph.tools.tasks import make_task_tools
+from teamgraph.tools.admin import ADMIN_TOOLS
+from teamgraph.tools.collaboration import COLLABORATION_TOOLS
+from teamgraph.tools.commands import COMMAND_TOOLS
+from teamgraph.tools.context import TeamView, ToolContext
+from teamgraph.tools.files import FILE_TOOLS
+from teamgraph.tools.leader import LEADER_TOOLS
+from teamgraph.tools.member import MEMBER_TOOLS
+from teamgraph.tools.protocols import LEADER_PROTOCOL_TOOLS, MEMBER_PROTOCOL_TOOLS
+from teamgraph.tools.sessions import SESSION_TOOLS
+from teamgraph.tools.skills import SKILL_ADMIN_TOOLS, SKILL_TOOLS
+from teamgraph.tools.tasks import TASK_TOOLS
+from teamgraph.tools.teammates import LEADER_TEAMMATE_TOOLS, MEMBER_TEAMMATE_TOOLS
 
-TOOL_SET_FACTORIES: dict[str, Callable[[TeamRuntime, Role], list[BaseTool]]] = {
-    "leader": lambda runtime, role: make_leader_tools(runtime),
-    "member": lambda runtime, role: make_member_tools(runtime),
-    "files": lambda runtime, role: make_file_tools(runtime),
-    "protocols": lambda runtime, role: make_protocol_tools(runtime, leader=role.is_leader),
-    "collaboration": lambda runtime, role: make_collaboration_tools(runtime),
-    "sessions": lambda runtime, role: make_session_tools(runtime),
-    "teammates": lambda runtime, role: make_teammate_tools(runtime, leader=role.is_leader),
-    "skills": lambda runtime, role: make_skill_tools(runtime)[:2],
-    "skill_admin": lambda runtime, role: make_skill_tools(runtime)[2:],
-    "tasks": lambda runtime, role: make_task_tools(runtime),
-    "admin": lambda runtime, role: make_admin_tools(runtime),
-    "commands": lambda runtime, role: make_command_tools(runtime),
+
+@dataclass(frozen=True)
+class ToolSet:
+    """A named set of module-level tools: the same on both sides, or one list per side."""
+
+    leader: Sequence[BaseTool]
+    member: Sequence[BaseTool] | None = None
+    """A member's side, when it differs from the leader's."""
+
+    def __call__(self, runtime: TeamRuntime, role: Role) -> list[BaseTool]:
+        """The set's tools for ``role``'s side (leader or member).
+
+        Args:
+            runtime: The team runtime. NOTE: unused (tools read it from their ToolContext);
+                kept so the table keeps the factories' signature.
+            role: The role whose side is wanted.
+
+        Returns:
+            The tools, ungated (``tool_set`` gives a team its gated copies).
+        """
+        del runtime
+        return list(self.leader if role.is_leader or self.member is None else self.member)
+
+
+TOOL_SET_FACTORIES: dict[str, ToolSet] = {
+    "leader": ToolSet(LEADER_TOOLS),
+    "member": ToolSet(MEMBER_TOOLS),
+    "files": ToolSet(FILE_TOOLS),
+    "protocols": ToolSet(LEADER_PROTOCOL_TOOLS, MEMBER_PROTOCOL_TOOLS),
+    "collaboration": ToolSet(COLLABORATION_TOOLS),
+    "sessions": ToolSet(SESSION_TOOLS),
+    "teammates": ToolSet(LEADER_TEAMMATE_TOOLS, MEMBER_TEAMMATE_TOOLS),
+    "skills": ToolSet(SKILL_TOOLS),
+    "skill_admin": ToolSet(SKILL_ADMIN_TOOLS),
+    "tasks": ToolSet(TASK_TOOLS),
+    "admin": ToolSet(ADMIN_TOOLS),
+    "commands": ToolSet(COMMAND_TOOLS),
 }
-"""Tool set name -> factory (the sets a role file's ``tools`` list may name)."""
+"""Tool set name -> its tools (the sets a role file's ``tools`` list may name)."""
 
 
 def tool_set(runtime: TeamRuntime, name: str, role: Role) -> list[BaseTool]:
@@ -46,11 +72,12 @@ def tool_set(runtime: TeamRuntime, name: str, role: Role) -> list[BaseTool]:
     key = (name, role.is_leader)
     if key not in runtime.tool_sets:
         factory = TOOL_SET_FACTORIES.get(name)
-        built = factory(runtime, role) if factory else []
         gate = Gate(runtime)
-        for t in built:
-            t.metadata = {**(t.metadata or {}), GATE_KEY: gate}
-        runtime.tool_sets[key] = built
+        # NOTE: a shallow copy per team: the tools are module-level, shared by every team of the process.
+        runtime.tool_sets[key] = [
+            t.model_copy(update={"metadata": {**(t.metadata or {}), GATE_KEY: gate}})
+            for t in (factory(runtime, role) if factory else [])
+        ]
     return runtime.tool_sets[key]
 
 
@@ -75,4 +102,12 @@ def work_tool_names(runtime: TeamRuntime, role: Role) -> set[str]:
     return names | {t.name for t in runtime.tools_of(role)}
 
 
-__all__ = ["TOOL_SET_FACTORIES", "WORK_TOOL_SETS", "tools_for_role", "work_tool_names"]
+__all__ = [
+    "TOOL_SET_FACTORIES",
+    "WORK_TOOL_SETS",
+    "TeamView",
+    "ToolContext",
+    "ToolSet",
+    "tools_for_role",
+    "work_tool_names",
+]

@@ -1,4 +1,4 @@
-"""Agent management tools for HR (seed 000 §4): read and change role configurations.
+"""Agent management tools for HR (docs/protocols.md): read and change role configurations.
 
 Changing a role's tools or level, deleting a role and changing the permission matrix
 are core configuration: the matrix defers them behind an approval.
@@ -7,78 +7,64 @@ are core configuration: the matrix defers them behind an approval.
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import Any
 
-from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, tool
-from langgraph.prebuilt import InjectedState
 
 from teamgraph.governance import admin
-from teamgraph.runtime import TeamRuntime
-from teamgraph.tools.context import View, fail
-from teamgraph.tools.leader import make_leader_tools
+from teamgraph.tools.context import ToolContext, fail
+from teamgraph.tools.leader import get_sub_agent_status, list_agents
 from teamgraph.tools.skills import governed
 
-READ_ONLY_LEADER_TOOLS = ("list_agents", "get_sub_agent_status")
-"""The leader's read-only tools HR (L2) may use too."""
 
-
-def make_admin_tools(runtime: TeamRuntime) -> list[BaseTool]:
-    """Build get_agent_config, set_agent_config, delete_agent, set_permissions (+ list_agents, get_sub_agent_status).
+@tool(parse_docstring=True)
+def get_agent_config(role_id: str, context: ToolContext) -> str:
+    """A role's configuration: description, prompt, model, thinking mode, tools, level, permissions.
 
     Args:
-        runtime: The team runtime (its role catalogue and home).
-
-    Returns:
-        The tools.
+        role_id: The role's id, e.g. "researcher".
     """
+    try:
+        return json.dumps(admin.agent_config(context.runtime, role_id), ensure_ascii=False)
+    except admin.AgentConfigError as exc:
+        raise fail(str(exc)) from None
 
-    @tool
-    def get_agent_config(role_id: str) -> str:
-        """A role's configuration: description, prompt, model, thinking mode, tools, level, permissions.
 
-        Args:
-            role_id: The role's id, e.g. "researcher".
-        """
-        try:
-            return json.dumps(admin.agent_config(runtime, role_id), ensure_ascii=False)
-        except admin.AgentConfigError as exc:
-            raise fail(str(exc)) from None
+@tool(parse_docstring=True)
+def set_agent_config(role_id: str, field: str, value: Any, context: ToolContext) -> str:
+    """Change one field of a role: description, prompt, model, thinking_mode (tools, level need approval).
 
-    @tool
-    def set_agent_config(
-        role_id: str,
-        field: str,
-        value: Any,
-        view: Annotated[View, InjectedState("view")],
-        config: RunnableConfig,
-    ) -> str:
-        """Change one field of a role: description, prompt, model, thinking_mode (tools, level need approval).
+    Args:
+        role_id: The role's id.
+        field: description, prompt, model, thinking_mode, tools or level.
+        value: The new value (a list of tool sets for tools, e.g. ["member", "files"]).
+    """
+    return governed(context, "set_agent_config", {"role_id": role_id, "field": field, "value": value})
 
-        Args:
-            role_id: The role's id.
-            field: description, prompt, model, thinking_mode, tools or level.
-            value: The new value (a list of tool sets for tools, e.g. ["member", "files"]).
-        """
-        return governed(runtime, "set_agent_config", {"role_id": role_id, "field": field, "value": value}, view, config)
 
-    @tool
-    def delete_agent(role_id: str, view: Annotated[View, InjectedState("view")], config: RunnableConfig) -> str:
-        """Delete a role created in this team (a sensitive operation: it waits for approval).
+@tool(parse_docstring=True)
+def delete_agent(role_id: str, context: ToolContext) -> str:
+    """Delete a role created in this team (a sensitive operation: it waits for approval).
 
-        Args:
-            role_id: The role's id.
-        """
-        return governed(runtime, "delete_agent", {"role_id": role_id}, view, config)
+    Args:
+        role_id: The role's id.
+    """
+    return governed(context, "delete_agent", {"role_id": role_id})
 
-    @tool
-    def set_permissions(yaml: str, view: Annotated[View, InjectedState("view")], config: RunnableConfig) -> str:
-        """Change the permission matrix (core configuration: it waits for approval).
 
-        Args:
-            yaml: The entries to change, in permissions.yaml form, e.g. "roles: {researcher: {grant: [run_command]}}".
-        """
-        return governed(runtime, "set_permissions", {"yaml": yaml}, view, config)
+@tool(parse_docstring=True)
+def set_permissions(yaml: str, context: ToolContext) -> str:
+    """Change the permission matrix (core configuration: it waits for approval).
 
-    shared = [t for t in make_leader_tools(runtime) if t.name in READ_ONLY_LEADER_TOOLS]
-    return [*shared, get_agent_config, set_agent_config, delete_agent, set_permissions]
+    Args:
+        yaml: The entries to change, in permissions.yaml form, e.g. "roles: {researcher: {grant: [run_command]}}".
+    """
+    return governed(context, "set_permissions", {"yaml": yaml})
+
+
+READ_ONLY_LEADER_TOOLS: list[BaseTool] = [list_agents, get_sub_agent_status]
+"""The leader's read-only tools HR (L2) may use too."""
+ADMIN_TOOLS: list[BaseTool] = [
+    *READ_ONLY_LEADER_TOOLS, get_agent_config, set_agent_config, delete_agent, set_permissions,
+]  # fmt: skip
+"""The ``admin`` tool set."""

@@ -1,56 +1,108 @@
 """What a tool sees and how it answers.
 
-A tool sees a read-only *view* of the team (injected with ``InjectedState("view")``):
-who calls, the registry, the requests, the counters, and the effects that earlier
-tool calls of the same step asked for. It answers with text for its caller and,
-through ``Command``, effects for the router.
+A tool declares one parameter typed :class:`ToolContext` (any name) and receives, per
+call: who calls, a read-only view of the team (agents, requests, the team book), the
+effects that earlier tool calls of the same step asked for, the team runtime (policy,
+roles, home, clock), the tool call id and the call's config. The parameter is injected
+by its type, like LangGraph's ``ToolRuntime``, and stays out of the schema the model
+sees. A tool answers with text for its caller and, through ``Command``, effects for
+the router.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, cast
 
 from langchain_core.messages import ToolMessage
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import ToolException
+from langgraph.prebuilt import ToolRuntime
 from langgraph.types import Command
+from pydantic import GetCoreSchemaHandler
+from pydantic_core import CoreSchema, core_schema
 
 from teamgraph.messaging import effects
-from teamgraph.messaging.envelopes import LEADER
 from teamgraph.protocols.requests import QUESTION, is_pending
-from teamgraph.records import ACTIVE
+from teamgraph.records import ACTIVE, LEADER, AgentRecord, Effect, Request, TeamBook
+
+if TYPE_CHECKING:
+    from teamgraph.roles import Role
+    from teamgraph.runtime import TeamRuntime
+
+try:
+    from langchain_core.tools.base import _DirectlyInjectedToolArg as InjectedByType
+except ImportError:  # NOTE: a private langchain-core name; ToolRuntime's own base is the same marker
+    InjectedByType = ToolRuntime.__mro__[1]  # type: ignore[misc,assignment]
 
 
-class View:
-    """A read-only view of the team for tools: ``view["agents"]``, ``["requests"]``,
-    ``["team"]``, ``["self"]`` (the caller) and ``["effects"]`` (this step's so far).
+@dataclass(frozen=True)
+class TeamView:
+    """The read-only team an agent's step sees: who it is, the registry, the requests, the team book.
 
-    NOTE: a plain class, not a dict: langchain validates a tool's arguments and dumps
-    them with pydantic, which would deep-copy a dict holding every request of the
-    run on every tool call.
+    Built once per step (``team_view`` in nodes/agent_step.py) and carried by the role
+    subgraph's state; ``run_tool_calls`` turns it into a :class:`ToolContext` per call.
     """
 
-    __slots__ = ("_data",)
-
-    def __init__(self, data: dict[str, Any]) -> None:
-        self._data = data
-
-    def __getitem__(self, key: str) -> Any:
-        return self._data[key]
-
-    def _asdict(self) -> dict[str, Any]:
-        # NOTE: how serializers (the LangGraph API server's, for a "values" stream of
-        # the role subgraphs) turn an unknown object into JSON.
-        return dict(self._data)
-
-    def with_effects(self, step_effects: list[dict[str, Any]]) -> View:
-        """The same view, seeing the effects of the step's earlier tool calls."""
-        return View({**self._data, "effects": step_effects})
-
-ACTIVE_STATUSES = ACTIVE
+    caller: str
+    agents: Mapping[str, AgentRecord] = field(repr=False)
+    requests: Mapping[str, Request] = field(repr=False)
+    team: TeamBook = field(repr=False)
 
 
-def reply(text: str, tool_call_id: str, *effects: dict[str, Any]) -> Command:
+@dataclass(frozen=True, repr=False)
+class ToolContext(InjectedByType):
+    """Everything a tool may read: injected into the parameter typed ``ToolContext``.
+
+    NOTE: our own class rather than LangGraph's ``ToolRuntime`` with this in its
+    ``context``: langchain validates and dumps a tool's arguments with pydantic, and a
+    dataclass argument is dumped field by field (ToolRuntime's ``state`` and ``context``
+    hold every request of the run: 37 ms a call at 5,000 requests; passed through as
+    ``__get_pydantic_core_schema__`` says, the context costs under 1 ms). Our executor
+    has no store nor stream writer to fill ToolRuntime's other fields with either. It
+    subclasses the same marker as ToolRuntime, so langchain keeps it out of the schema.
+    """
+
+    view: TeamView
+    runtime: TeamRuntime
+    tool_call_id: str = ""
+    config: RunnableConfig = field(default_factory=lambda: RunnableConfig())
+    effects: tuple[Effect, ...] = ()
+    """What the step's earlier tool calls asked for (the router applies them after the step)."""
+
+    @property
+    def caller(self) -> str:
+        """The display name of the agent whose tool call this is."""
+        return self.view.caller
+
+    @property
+    def agents(self) -> Mapping[str, AgentRecord]:
+        """The registry: display name -> agent record."""
+        return self.view.agents
+
+    @property
+    def requests(self) -> Mapping[str, Request]:
+        """Every request of the thread by id, open or closed."""
+        return self.view.requests
+
+    @property
+    def team(self) -> TeamBook:
+        """The team book: counters, plan, task board, instances."""
+        return self.view.team
+
+    def __repr__(self) -> str:
+        return f"ToolContext(caller={self.caller!r}, tool_call_id={self.tool_call_id!r})"
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        # NOTE: checked by type, never copied. langchain dumps the validated arguments only to read
+        # their names (the values it passes on are the validated objects), so the dump is a token.
+        return core_schema.is_instance_schema(cls, serialization=core_schema.plain_serializer_function_ser_schema(repr))
+
+
+def reply(text: str, tool_call_id: str, *effects: Effect) -> Command:
     """An immediate tool result plus the effects the router must apply."""
     return Command(
         update={
@@ -60,7 +112,7 @@ def reply(text: str, tool_call_id: str, *effects: dict[str, Any]) -> Command:
     )
 
 
-def defer(*effects: dict[str, Any]) -> Command:
+def defer(*effects: Effect) -> Command:
     """No result yet: the tool call stays open until the router answers it."""
     return Command(update={"effects": list(effects)})
 
@@ -75,7 +127,8 @@ def check_seconds(name: str, value: float, *, zero: str) -> None:
     """
     if not math.isfinite(value) or not 0 <= value <= effects.MAX_WAIT_SECONDS:
         raise fail(
-            f"{name} must be 0 ({zero}) or a number of seconds up to {effects.MAX_WAIT_SECONDS} (a week); got {value!r}."
+            f"{name} must be 0 ({zero}) or a number of seconds up to {effects.MAX_WAIT_SECONDS} (a week); "
+            f"got {value!r}."
         )
 
 
@@ -84,29 +137,25 @@ def fail(problem: str) -> ToolException:
     return ToolException(problem)
 
 
-def caller(view: View) -> str:
-    """The display name of the agent whose tool this is."""
-    return view["self"]
-
-
-def active_members(view: View) -> list[str]:
+def active_members(context: ToolContext) -> list[str]:
     """Members (not the leader) that can still receive messages, in creation order."""
-    return [
-        name
-        for name, record in view["agents"].items()
-        if name != LEADER and record["status"] in ACTIVE_STATUSES
-    ]
+    return [name for name, record in context.agents.items() if name != LEADER and record["status"] in ACTIVE]
 
 
-def require_member(view: View, display_name: str) -> dict[str, Any]:
+def terminated_this_step(context: ToolContext, name: str) -> bool:
+    """Whether an earlier call of this step terminated ``name``."""
+    return any(e["kind"] == "terminate" and e["target"] == name for e in context.effects)
+
+
+def require_member(context: ToolContext, display_name: str) -> AgentRecord:
     """The record of an active member, or an error that lists the active members."""
-    if display_name == caller(view):
+    if display_name == context.caller:
         raise fail(f"'{display_name}' is you: you cannot address yourself.")
-    record = view["agents"].get(display_name)
-    if any(e["kind"] == "terminate" and e["target"] == display_name for e in view["effects"]):
+    record = context.agents.get(display_name)
+    if terminated_this_step(context, display_name):
         raise fail(f"{display_name} was terminated by an earlier call of this step.")
-    if record is None or display_name == LEADER or record["status"] not in ACTIVE_STATUSES:
-        members = ", ".join(active_members(view)) or "none"
+    if record is None or display_name == LEADER or record["status"] not in ACTIVE:
+        members = ", ".join(active_members(context)) or "none"
         state = f" (it is {record['status']})" if record and display_name != LEADER else ""
         raise fail(
             f"No active member named '{display_name}'{state}. Active members: {members}. "
@@ -115,59 +164,73 @@ def require_member(view: View, display_name: str) -> dict[str, Any]:
     return record
 
 
-def require_question(view: View, question_id: str, *, kinds: set[str]) -> dict[str, Any]:
+def is_open(record: Request | None) -> bool:
+    """Whether a request exists and still waits for its answer.
+
+    NOTE: ``protocols.requests.is_pending`` types its record ``dict[str, Any]``; a typed
+    ``Request`` is the same dict at run time.
+    """
+    return is_pending(cast("dict[str, Any] | None", record))
+
+
+def answered_this_step(context: ToolContext) -> set[str]:
+    """The ids of the requests earlier calls of this step answered."""
+    return {e["request_id"] for e in context.effects if e["kind"] == "answer"}
+
+
+def require_question(context: ToolContext, question_id: str, *, kinds: set[str]) -> Request:
     """A pending question addressed to the caller, or an error saying what is wrong."""
-    record = view["requests"].get(question_id)
-    answered = {e["request_id"] for e in view["effects"] if e["kind"] == "answer"}
-    answered_now = question_id in answered
-    if record is None or record["kind"] not in kinds or record.get("route", record["to"]) != caller(view):
+    record = context.requests.get(question_id)
+    answered = answered_this_step(context)
+    if record is None or record["kind"] not in kinds or record.get("route", record["to"]) != context.caller:
         mine = [
             rid
-            for rid, r in view["requests"].items()
-            if is_pending(r) and r["kind"] in kinds and r.get("route") == caller(view) and rid not in answered
+            for rid, r in context.requests.items()
+            if is_open(r) and r["kind"] in kinds and r.get("route") == context.caller and rid not in answered
         ]
         raise fail(
-            f"Unknown question id '{question_id}'. Questions waiting for your answer: "
-            f"{', '.join(mine) or 'none'}."
+            f"Unknown question id '{question_id}'. Questions waiting for your answer: {', '.join(mine) or 'none'}."
         )
-    if not is_pending(record) or answered_now:
-        raise fail(f"Question '{question_id}' is already {record['status'] if not answered_now else 'answered'}.")
+    if question_id in answered:
+        raise fail(f"Question '{question_id}' is already answered.")
+    if not is_open(record):
+        raise fail(f"Question '{question_id}' is already {record['status']}.")
     return record
 
 
-def instance_name(view: View, role: Any) -> str:
+def instance_name(context: ToolContext, role: Role) -> str:
     """The next display name for ``role``: numbered per display name from 1, never reused."""
-    taken = view["team"].get("instances", {}).get(role.name, 0)
-    return f"{role.name}_{taken + spawned_this_step(view, role.name) + 1}"
+    taken = context.team.get("instances", {}).get(role.name, 0)
+    return f"{role.name}_{taken + spawned_this_step(context, role.name) + 1}"
 
 
-def spawned_this_step(view: View, role_name: str) -> int:
+def spawned_this_step(context: ToolContext, role_name: str) -> int:
     """How many members named ``{role_name}_{n}`` earlier tool calls of this step created."""
-    return sum(1 for e in view["effects"] if e["kind"] == "spawn" and e["name"].rsplit("_", 1)[0] == role_name)
+    return sum(1 for e in context.effects if e["kind"] == "spawn" and e["name"].rsplit("_", 1)[0] == role_name)
 
 
 def ask_agent(
-    view: View, display_name: str, question: str, tool_call_id: str, *, tool: str, reply_via: str = "tool"
+    context: ToolContext, display_name: str, question: str, *, tool: str, reply_via: effects.ReplyVia = "tool"
 ) -> Command:
     """Open a question to another agent; the calling tool call waits for the answer."""
-    require_member(view, display_name)
+    require_member(context, display_name)
     return defer(
         effects.open_request(
             request_kind=QUESTION,
             to=display_name,
             body=question,
-            call_id=tool_call_id,
+            call_id=context.tool_call_id,
             tool=tool,
             reply_via=reply_via,
         )
     )
 
 
-def answer_question(view: View, question_id: str, answer: str, tool_call_id: str, *, kind: str) -> Command:
+def answer_question(context: ToolContext, question_id: str, answer: str, *, kind: str) -> Command:
     """Answer a pending question of ``kind`` addressed to the caller."""
-    record = require_question(view, question_id, kinds={kind})
+    record = require_question(context, question_id, kinds={kind})
     return reply(
         f"Answered {question_id} ({record['from']}).",
-        tool_call_id,
+        context.tool_call_id,
         effects.answer(request_id=question_id, answer=answer),
     )

@@ -8,11 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from langchain_core.runnables import ensure_config
 from langchain_core.tools import BaseTool, tool
 
-from teamgraph.runtime import TeamRuntime
-from teamgraph.tools.context import fail
+from teamgraph.tools.context import ToolContext, fail
 
 MAX_READ_CHARS = 50_000
 
@@ -62,66 +60,61 @@ def read_range(text: str, path: str, *, offset: int, limit: int) -> str:
     )
 
 
-def make_file_tools(runtime: TeamRuntime) -> list[BaseTool]:
-    """Build ``read_file``, ``write_file`` and ``list_files`` over the thread's project folder.
+def project_root(context: ToolContext) -> Path:
+    """The thread's project folder: the only folder the file tools touch."""
+    return context.runtime.project_folder(context.config)
+
+
+@tool(parse_docstring=True)
+def read_file(path: str, context: ToolContext, offset: int = 0, limit: int = MAX_READ_CHARS) -> str:
+    """Read a text file from the project folder, or a range of its characters.
 
     Args:
-        runtime: The team runtime; ``project_folder(config)`` is the only folder they touch.
-
-    Returns:
-        The three tools.
+        path: Path relative to the project folder.
+        offset: The first character to read (0: the start); to read on after a cut.
+        limit: How many characters to read at most.
     """
+    target = resolve_inside(project_root(context), path)
+    if not target.is_file():
+        raise fail(f"No file '{path}' in the project folder. Use list_files to see what exists.")
+    return read_range(target.read_text(encoding="utf-8", errors="replace"), path, offset=offset, limit=limit)
 
-    def root() -> Path:
-        # NOTE: a tool runs inside its call's config context (thread id, project_name).
-        return runtime.project_folder(ensure_config())
 
-    @tool
-    def read_file(path: str, offset: int = 0, limit: int = MAX_READ_CHARS) -> str:
-        """Read a text file from the project folder, or a range of its characters.
+@tool(parse_docstring=True)
+def write_file(path: str, content: str, context: ToolContext) -> str:
+    """Write a text file in the project folder (folders are created; a file is replaced).
 
-        Args:
-            path: Path relative to the project folder.
-            offset: The first character to read (0: the start); to read on after a cut.
-            limit: How many characters to read at most.
-        """
-        target = resolve_inside(root(), path)
-        if not target.is_file():
-            raise fail(f"No file '{path}' in the project folder. Use list_files to see what exists.")
-        return read_range(target.read_text(encoding="utf-8", errors="replace"), path, offset=offset, limit=limit)
+    Args:
+        path: Path relative to the project folder.
+        content: The whole new content.
+    """
+    root = project_root(context)
+    target = resolve_inside(root, path)
+    if target.is_dir():
+        raise fail(f"'{path}' is a folder. Give a file path.")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(content, encoding="utf-8")
+    return f"Wrote {len(content)} characters to {target.relative_to(root.resolve())}."
 
-    @tool
-    def write_file(path: str, content: str) -> str:
-        """Write a text file in the project folder (folders are created; a file is replaced).
 
-        Args:
-            path: Path relative to the project folder.
-            content: The whole new content.
-        """
-        target = resolve_inside(root(), path)
-        if target.is_dir():
-            raise fail(f"'{path}' is a folder. Give a file path.")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(content, encoding="utf-8")
-        return f"Wrote {len(content)} characters to {target.relative_to(root().resolve())}."
+@tool(parse_docstring=True)
+def list_files(context: ToolContext, path: str = ".") -> str:
+    """List files and folders under a folder of the project (recursively, up to 200).
 
-    @tool
-    def list_files(path: str = ".") -> str:
-        """List files and folders under a folder of the project (recursively, up to 200).
+    Args:
+        path: Folder relative to the project folder; "." is the project folder itself.
+    """
+    root = project_root(context)
+    base = resolve_inside(root, path)
+    if not base.is_dir():
+        raise fail(f"No folder '{path}' in the project folder.")
+    top = root.resolve()
+    entries = sorted(str(p.relative_to(top)) + ("/" if p.is_dir() else "") for p in base.rglob("*"))
+    if not entries:
+        return "(empty)"
+    more = f"\n[... {len(entries) - 200} more]" if len(entries) > 200 else ""
+    return "\n".join(entries[:200]) + more
 
-        Args:
-            path: Folder relative to the project folder; "." is the project folder itself.
-        """
-        base = resolve_inside(root(), path)
-        if not base.is_dir():
-            raise fail(f"No folder '{path}' in the project folder.")
-        top = root().resolve()
-        entries = sorted(
-            str(p.relative_to(top)) + ("/" if p.is_dir() else "") for p in base.rglob("*")
-        )
-        if not entries:
-            return "(empty)"
-        more = f"\n[... {len(entries) - 200} more]" if len(entries) > 200 else ""
-        return "\n".join(entries[:200]) + more
 
-    return [read_file, write_file, list_files]
+FILE_TOOLS: list[BaseTool] = [read_file, write_file, list_files]
+"""The ``files`` tool set: read, write and list files inside the thread's project folder."""

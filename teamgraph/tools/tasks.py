@@ -1,115 +1,99 @@
-"""Task board tools (seed 000's task manager): create tasks, set status and priority, list them."""
+"""Task board tools (docs/protocols.md, the task manager): create tasks, set status and priority, list them."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import cast
 
-from langchain_core.tools import BaseTool, InjectedToolCallId, tool
-from langgraph.prebuilt import InjectedState
+from langchain_core.tools import BaseTool, tool
+from langgraph.types import Command
 
 from teamgraph.governance import board
 from teamgraph.messaging import effects
-from teamgraph.runtime import TeamRuntime
-from teamgraph.tools.context import View, fail, reply
+from teamgraph.tools.context import ToolContext, fail, reply
 
 
-def current_board(view: View) -> list[board.Task]:
+def current_board(context: ToolContext) -> list[board.Task]:
     """The board as the router will see it, with this step's earlier changes applied."""
-    tasks: list[board.Task] = list(view["team"].get("board") or [])
-    for e in view["effects"]:
+    # NOTE: the team book types its board as plain dicts; they are board.Task records.
+    tasks = cast("list[board.Task]", list(context.team.get("board") or []))
+    for e in context.effects:
         if e["kind"] == effects.TASK_CREATE:
             tasks = board.add_task(tasks, title=e["title"], assignee=e["assignee"], priority=e["priority"],
-                                   depends_on=e["depends_on"], by=view["self"])
+                                   depends_on=e["depends_on"], by=context.caller)  # fmt: skip
     return tasks
 
 
-def make_task_tools(runtime: TeamRuntime) -> list[BaseTool]:
-    """Build create_task, set_task_status, set_task_priority and list_tasks.
+def find_task(context: ToolContext, task_id: str) -> None:
+    """Check that ``task_id`` is on the board (this step's new tasks included), or an error listing the tasks."""
+    try:
+        board.find(current_board(context), task_id)
+    except board.BoardError as exc:
+        raise fail(str(exc)) from None
+
+
+@tool(parse_docstring=True)
+def create_task(
+    title: str,
+    context: ToolContext,
+    assignee: str | None = None,
+    priority: board.Priority = "normal",
+    depends_on: list[str] | None = None,
+) -> Command:
+    """Add a task to the team's task board. Hand the work over with assign_agent_work.
 
     Args:
-        runtime: The team runtime (unused; kept for symmetry with the other sets).
-
-    Returns:
-        The four tools.
+        title: What the task delivers.
+        assignee: The agent's display name, if it is decided.
+        priority: "low", "normal", "high" or "urgent".
+        depends_on: Ids of tasks that must be done first, e.g. ["task_1"].
     """
-    del runtime
+    tasks = current_board(context)
+    if assignee is not None and assignee not in context.agents:
+        raise fail(f"No agent '{assignee}'. Agents: {', '.join(context.agents)}.")
+    try:
+        added = board.add_task(tasks, title=title, assignee=assignee, priority=priority,
+                               depends_on=depends_on or [], by=context.caller)[-1]  # fmt: skip
+    except board.BoardError as exc:
+        raise fail(str(exc)) from None
+    return reply(
+        f"{added['id']} added ({added['status']}, {priority}).",
+        context.tool_call_id,
+        effects.task_create(title=title, assignee=assignee, priority=priority, depends_on=depends_on or []),
+    )
 
-    @tool
-    def create_task(
-        title: str,
-        view: Annotated[View, InjectedState("view")],
-        tool_call_id: Annotated[str, InjectedToolCallId],
-        assignee: str | None = None,
-        priority: board.Priority = "normal",
-        depends_on: list[str] | None = None,
-    ):
-        """Add a task to the team's task board. Hand the work over with assign_agent_work.
 
-        Args:
-            title: What the task delivers.
-            assignee: The agent's display name, if it is decided.
-            priority: "low", "normal", "high" or "urgent".
-            depends_on: Ids of tasks that must be done first, e.g. ["task_1"].
-        """
-        tasks = current_board(view)
-        if assignee is not None and assignee not in view["agents"]:
-            raise fail(f"No agent '{assignee}'. Agents: {', '.join(view['agents'])}.")
-        try:
-            added = board.add_task(tasks, title=title, assignee=assignee, priority=priority,
-                                   depends_on=depends_on or [], by=view["self"])[-1]
-        except board.BoardError as exc:
-            raise fail(str(exc)) from None
-        return reply(
-            f"{added['id']} added ({added['status']}, {priority}).",
-            tool_call_id,
-            effects.task_create(title=title, assignee=assignee, priority=priority, depends_on=depends_on or []),
-        )
+@tool(parse_docstring=True)
+def set_task_status(task_id: str, status: board.TaskStatus, context: ToolContext, note: str | None = None) -> Command:
+    """Set a task's status: todo, in_progress, blocked, done or failed.
 
-    @tool
-    def set_task_status(
-        task_id: str,
-        status: board.TaskStatus,
-        view: Annotated[View, InjectedState("view")],
-        tool_call_id: Annotated[str, InjectedToolCallId],
-        note: str | None = None,
-    ):
-        """Set a task's status: todo, in_progress, blocked, done or failed.
+    Args:
+        task_id: The task's id, e.g. "task_2".
+        status: The new status.
+        note: What was produced, what blocks it, why it failed.
+    """
+    find_task(context, task_id)
+    change = effects.task_update(task_id=task_id, status=status, note=note)
+    return reply(f"{task_id} is {status}.", context.tool_call_id, change)
 
-        Args:
-            task_id: The task's id, e.g. "task_2".
-            status: The new status.
-            note: What was produced, what blocks it, why it failed.
-        """
-        try:
-            board.find(current_board(view), task_id)
-        except board.BoardError as exc:
-            raise fail(str(exc)) from None
-        change = effects.task_update(task_id=task_id, status=status, note=note)
-        return reply(f"{task_id} is {status}.", tool_call_id, change)
 
-    @tool
-    def set_task_priority(
-        task_id: str,
-        priority: board.Priority,
-        view: Annotated[View, InjectedState("view")],
-        tool_call_id: Annotated[str, InjectedToolCallId],
-    ):
-        """Set a task's priority: low, normal, high or urgent.
+@tool(parse_docstring=True)
+def set_task_priority(task_id: str, priority: board.Priority, context: ToolContext) -> Command:
+    """Set a task's priority: low, normal, high or urgent.
 
-        Args:
-            task_id: The task's id.
-            priority: The new priority.
-        """
-        try:
-            board.find(current_board(view), task_id)
-        except board.BoardError as exc:
-            raise fail(str(exc)) from None
-        change = effects.task_update(task_id=task_id, priority=priority)
-        return reply(f"{task_id} priority is {priority}.", tool_call_id, change)
+    Args:
+        task_id: The task's id.
+        priority: The new priority.
+    """
+    find_task(context, task_id)
+    change = effects.task_update(task_id=task_id, priority=priority)
+    return reply(f"{task_id} priority is {priority}.", context.tool_call_id, change)
 
-    @tool
-    def list_tasks(view: Annotated[View, InjectedState("view")]) -> str:
-        """List the task board: id, status, priority, title, assignee, dependencies."""
-        return "\n".join(board.render(current_board(view))) or "The board is empty."
 
-    return [create_task, set_task_status, set_task_priority, list_tasks]
+@tool(parse_docstring=True, error_on_invalid_docstring=False)  # NOTE: no argument, no Args: section
+def list_tasks(context: ToolContext) -> str:
+    """List the task board: id, status, priority, title, assignee, dependencies."""
+    return "\n".join(board.render(current_board(context))) or "The board is empty."
+
+
+TASK_TOOLS: list[BaseTool] = [create_task, set_task_status, set_task_priority, list_tasks]
+"""The ``tasks`` tool set."""

@@ -270,9 +270,9 @@ class FakeClock:
     """A clock a test moves by hand: ``Team(clock=...)`` reads ``now()``."""
 
     def __init__(self) -> None:
-        from datetime import datetime, timezone
+        from datetime import UTC, datetime
 
-        self.current = datetime(2030, 1, 1, 9, 0, 0, tzinfo=timezone.utc)
+        self.current = datetime(2030, 1, 1, 9, 0, 0, tzinfo=UTC)
 
     def now(self):
         return self.current
@@ -388,7 +388,7 @@ from tests.invariants import assert_deliveries_consistent  # noqa: E402
 LIAISON_ROLE = """---
 id: liaison
 name: Liaison
-description: A member that works with other sessions of the team (seed 004 sessions tools).
+description: A member that works with other sessions of the team (docs/protocols.md, "Sessions").
 tools: [member, files, protocols, sessions]
 ---
 

@@ -22,8 +22,8 @@ from scripting import act, call
 
 from teamgraph import Policy
 from teamgraph.graph.guarded import ResumeValueError
-from teamgraph.messaging.results import plan_submitted
 from teamgraph.messaging import notices
+from teamgraph.messaging.results import plan_submitted
 
 LEADER = "Team Leader"
 MEMBER = "Researcher_1"

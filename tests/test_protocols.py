@@ -16,8 +16,8 @@ from langchain_core.messages import AIMessage, SystemMessage
 from scripting import act, call
 
 from teamgraph import Policy
-from teamgraph.messaging.results import plan_submitted
 from teamgraph.messaging import notices
+from teamgraph.messaging.results import plan_submitted
 
 LEADER = "Team Leader"
 MEMBER = "Researcher_1"

@@ -9,9 +9,9 @@ assigned member starts, ends its turn or fails.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, TypedDict, get_args
+from typing import Any, Literal, get_args
 
-from teamgraph.records import BUSY
+from teamgraph.records import BUSY, Task
 
 TaskStatus = Literal["todo", "in_progress", "blocked", "done", "failed"]
 Priority = Literal["low", "normal", "high", "urgent"]
@@ -19,20 +19,6 @@ WorkEvent = Literal["started", "ended", "failed"]
 STATUSES: tuple[str, ...] = get_args(TaskStatus)
 PRIORITIES: tuple[str, ...] = get_args(Priority)
 OPEN_STATUSES = frozenset({"todo", "in_progress", "blocked"})
-
-
-class Task(TypedDict, total=False):
-    """One task on the board."""
-
-    id: str
-    title: str
-    role_id: str | None
-    assignee: str | None
-    priority: str
-    depends_on: list[str]
-    status: str
-    note: str
-    updated_by: str
 
 
 class BoardError(ValueError):

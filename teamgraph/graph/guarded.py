@@ -8,6 +8,9 @@ before a run starts, and changes nothing when it refuses:
 - a resume value reaches the human gate: LangGraph itself raises a TypeError on
   non-string keys (``{1: "x"}``), crashes on ``resume=None`` and silently ignores
   ``{}`` (an empty interrupt map), so those are refused here with what to send instead.
+
+NOTE: workaround of an upstream behaviour (langgraph 1.2: TypeError on non-string resume
+keys, crash on ``resume=None``, ``{}`` dropped).
 """
 
 from __future__ import annotations

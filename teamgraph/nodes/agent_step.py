@@ -12,14 +12,13 @@ import operator
 from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any, cast
 
-from typing_extensions import TypedDict
-
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_stream_writer
 from langgraph.errors import GraphBubbleUp
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
+from typing_extensions import TypedDict
 
 from teamgraph.audit.exceptions import guard_step
 from teamgraph.audit.traces import agent_tags
@@ -86,8 +85,9 @@ def build_role_subgraph(runtime: TeamRuntime, role: Role) -> CompiledStateGraph:
     def call_tools(state: StepState, config: RunnableConfig) -> dict[str, Any]:
         view = state["view"]
         refused = {} if not gated or plan_approved(view) else dict.fromkeys(gated, PLAN_FIRST)
+        ai = cast(AIMessage, state["new"][-1])
         messages, step_effects, _ = run_tool_calls(
-            state["new"][-1], tools, view, config, runtime=runtime, refused=refused, retries=runtime.policy.tool_retries
+            ai, tools, view, config, runtime=runtime, refused=refused, retries=runtime.policy.tool_retries
         )
         return {"new": messages, "effects": step_effects}
 
@@ -225,7 +225,11 @@ def run_step(
             ended_turn=not calls,
             tool_calls=len(calls),
             deferred=[c for c in calls if c not in answered],
-            tokens=sum(m.usage_metadata["total_tokens"] for m in step_messages if isinstance(m, AIMessage) and m.usage_metadata),
+            tokens=sum(
+                m.usage_metadata["total_tokens"]
+                for m in step_messages
+                if isinstance(m, AIMessage) and m.usage_metadata
+            ),
         )
         new.extend(step_messages)
         outbox.extend({**e, "agent": name} for e in (*result["effects"], summary))

@@ -23,8 +23,8 @@ CLOSED_STATUSES = frozenset({ANSWERED, APPROVED, REJECTED, EXPIRED, CANCELLED})
 ASK = "ask"  # a member asks the master; the leader asks the user (ask_user)
 QUESTION = "question"  # one agent asks another
 PLAN = "plan"  # the leader's plan
-MEMBER_PLAN = "member_plan"  # a member's plan (seed 003)
-SHUTDOWN = "shutdown"  # the leader asks a member to shut down (seed 003)
+MEMBER_PLAN = "member_plan"  # a member's plan (docs/protocols.md, "Plans")
+SHUTDOWN = "shutdown"  # the leader asks a member to shut down (docs/protocols.md, "Shutdown")
 APPROVAL = "approval"  # a sensitive operation waits for approval
 RUN = "run"  # background delegation (sessions_spawn): the result is pushed back
 

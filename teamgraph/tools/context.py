@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
@@ -164,15 +164,6 @@ def require_member(context: ToolContext, display_name: str) -> AgentRecord:
     return record
 
 
-def is_open(record: Request | None) -> bool:
-    """Whether a request exists and still waits for its answer.
-
-    NOTE: ``protocols.requests.is_pending`` types its record ``dict[str, Any]``; a typed
-    ``Request`` is the same dict at run time.
-    """
-    return is_pending(cast("dict[str, Any] | None", record))
-
-
 def answered_this_step(context: ToolContext) -> set[str]:
     """The ids of the requests earlier calls of this step answered."""
     return {e["request_id"] for e in context.effects if e["kind"] == "answer"}
@@ -186,14 +177,14 @@ def require_question(context: ToolContext, question_id: str, *, kinds: set[str])
         mine = [
             rid
             for rid, r in context.requests.items()
-            if is_open(r) and r["kind"] in kinds and r.get("route") == context.caller and rid not in answered
+            if is_pending(r) and r["kind"] in kinds and r.get("route") == context.caller and rid not in answered
         ]
         raise fail(
             f"Unknown question id '{question_id}'. Questions waiting for your answer: {', '.join(mine) or 'none'}."
         )
     if question_id in answered:
         raise fail(f"Question '{question_id}' is already answered.")
-    if not is_open(record):
+    if not is_pending(record):
         raise fail(f"Question '{question_id}' is already {record['status']}.")
     return record
 

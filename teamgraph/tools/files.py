@@ -20,8 +20,8 @@ def resolve_inside(root: Path, path: str) -> Path:
 
     Args:
         root: The folder the tools may touch.
-        path: A path relative to ``root``, or an absolute path inside it (seed 000 asks
-            for absolute paths).
+        path: A path relative to ``root``, or an absolute path inside it
+            (docs/protocols.md, "Files").
 
     Returns:
         The absolute, resolved path.

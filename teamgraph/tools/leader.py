@@ -9,7 +9,7 @@ from langchain_core.tools import BaseTool, tool
 from langgraph.types import Command
 
 from teamgraph.messaging import effects
-from teamgraph.protocols.requests import APPROVED, ASK
+from teamgraph.protocols.requests import APPROVED, ASK, is_pending
 from teamgraph.records import IDLE, LEADER, LEADER_ROLE_ID, STOPPED
 from teamgraph.roles.model import Level, ToolSetName
 from teamgraph.tools.context import (
@@ -20,7 +20,6 @@ from teamgraph.tools.context import (
     defer,
     fail,
     instance_name,
-    is_open,
     reply,
     require_member,
 )
@@ -229,7 +228,7 @@ def status_row(context: ToolContext, name: str) -> dict[str, Any]:
         "last_action": record.get("last_action"),
         "waiting_for": waits,
         "unread_messages": len(record.get("inbox", [])),
-        "open_questions_to_it": [rid for rid, r in context.requests.items() if is_open(r) and r["to"] == name],
+        "open_questions_to_it": [rid for rid, r in context.requests.items() if is_pending(r) and r["to"] == name],
     }
 
 

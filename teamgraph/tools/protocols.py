@@ -27,6 +27,7 @@ from teamgraph.protocols.requests import (
     PLAN,
     REJECTED,
     SHUTDOWN,
+    is_pending,
 )
 from teamgraph.records import LEADER, LEADER_ROLE_ID, AnswerEffect, Request
 from teamgraph.tools.context import (
@@ -34,7 +35,6 @@ from teamgraph.tools.context import (
     active_members,
     defer,
     fail,
-    is_open,
     reply,
     require_member,
 )
@@ -59,13 +59,13 @@ def _request_to_me(context: ToolContext, request_id: str, kinds: tuple[str, ...]
         mine = [
             r
             for r, rec in context.requests.items()
-            if rec["kind"] in kinds and rec.get("route") == context.caller and is_open(rec)
+            if rec["kind"] in kinds and rec.get("route") == context.caller and is_pending(rec)
         ]
         raise fail(f"Unknown {' or '.join(kinds)} request '{request_id}'. Yours pending: {', '.join(mine) or 'none'}.")
     earlier = [e for e in context.effects if e["kind"] == "answer" and e["request_id"] == request_id]
     if earlier:
         raise fail(f"Request '{request_id}' is already {APPROVED if earlier[0]['approve'] else REJECTED}.")
-    if not is_open(record):
+    if not is_pending(record):
         raise fail(f"Request '{request_id}' is already {record['status']}.")
     return record
 
@@ -311,8 +311,8 @@ def escalate_to_user(request_id: str, context: ToolContext, note: str = "") -> C
         note: What the user should know (context, your recommendation).
     """
     record = context.requests.get(request_id)
-    if record is None or not is_open(record) or record.get("route") != LEADER:
-        mine = [r for r, rec in context.requests.items() if is_open(rec) and rec.get("route") == LEADER]
+    if record is None or not is_pending(record) or record.get("route") != LEADER:
+        mine = [r for r, rec in context.requests.items() if is_pending(rec) and rec.get("route") == LEADER]
         raise fail(f"'{request_id}' is not a request waiting for you. Waiting for you: {', '.join(mine) or 'none'}.")
     return reply(
         f"{request_id} was sent to the user.",

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import cast
-
 from langchain_core.tools import BaseTool, tool
 from langgraph.types import Command
 
@@ -14,8 +12,7 @@ from teamgraph.tools.context import ToolContext, fail, reply
 
 def current_board(context: ToolContext) -> list[board.Task]:
     """The board as the router will see it, with this step's earlier changes applied."""
-    # NOTE: the team book types its board as plain dicts; they are board.Task records.
-    tasks = cast("list[board.Task]", list(context.team.get("board") or []))
+    tasks = list(context.team.get("board") or [])
     for e in context.effects:
         if e["kind"] == effects.TASK_CREATE:
             tasks = board.add_task(tasks, title=e["title"], assignee=e["assignee"], priority=e["priority"],

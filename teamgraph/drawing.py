@@ -89,9 +89,7 @@ def draw_png(graph: Any, path: str | Path | None = None, *, xray: bool = False) 
     widest = max(len(layer) for layer in layers)
     # NOTE: wide rows get taller gaps, so edges from a row's far ends stay steep enough to follow.
     step = max(1.0, widest / 5)
-    figure = Figure(
-        figsize=(max(_MIN_WIDTH_IN, widest * _INCH_PER_NODE), len(layers) * _INCH_PER_LAYER * step ** 0.5)
-    )
+    figure = Figure(figsize=(max(_MIN_WIDTH_IN, widest * _INCH_PER_NODE), len(layers) * _INCH_PER_LAYER * step**0.5))
     FigureCanvasAgg(figure)
     axes = figure.add_axes((0, 0, 1, 1))
     axes.set_xlim(-0.5, widest - 0.5)
@@ -108,17 +106,24 @@ def draw_png(graph: Any, path: str | Path | None = None, *, xray: bool = False) 
     for source, target, conditional in edges:
         back = row_of[target] <= row_of[source]
         axes.annotate(
-            "", xy=where[target], xytext=where[source],
+            "",
+            xy=where[target],
+            xytext=where[source],
             arrowprops={
-                "arrowstyle": "-|>", "color": "#94a3b8" if back else "#334155", "linewidth": 0.9,
-                "linestyle": "--" if conditional else "-", "shrinkA": 14, "shrinkB": 14,
+                "arrowstyle": "-|>",
+                "color": "#94a3b8" if back else "#334155",
+                "linewidth": 0.9,
+                "linestyle": "--" if conditional else "-",
+                "shrinkA": 14,
+                "shrinkB": 14,
                 "connectionstyle": "arc3,rad=0.1" if back else "arc3,rad=0",
             },
         )
     for node, (x, y) in where.items():
         label = _LABELS.get(node, drawn.nodes[node].name)
-        axes.text(x, y, label, ha="center", va="center", fontsize=9,
-                  bbox=_ENDS_BOX if node in _LABELS else _BOX, zorder=3)
+        axes.text(
+            x, y, label, ha="center", va="center", fontsize=9, bbox=_ENDS_BOX if node in _LABELS else _BOX, zorder=3
+        )
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=_DPI)
     png = buffer.getvalue()

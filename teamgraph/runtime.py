@@ -168,8 +168,6 @@ class TeamRuntime:
             if callable(self.model) and not isinstance(self.model, BaseChatModel):
                 model: Any = self.model(role)
             else:
-                model = resolve_model(
-                    self.model, role_model=role.model, thinking_mode=role.thinking_mode
-                )
+                model = resolve_model(self.model, role_model=role.model, thinking_mode=role.thinking_mode)
             self._models[key] = model
         return self._models[key]

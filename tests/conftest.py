@@ -87,13 +87,9 @@ class TeamRun:
 
         history = self.history(name)
         called = {c["id"]: c["name"] for m in history if isinstance(m, AIMessage) for c in m.tool_calls}
-        called.update(
-            {c["id"]: c["name"] for m in history if isinstance(m, AIMessage) for c in m.invalid_tool_calls}
-        )
+        called.update({c["id"]: c["name"] for m in history if isinstance(m, AIMessage) for c in m.invalid_tool_calls})
         return [
-            m
-            for m in history
-            if isinstance(m, ToolMessage) and (tool is None or called.get(m.tool_call_id) == tool)
+            m for m in history if isinstance(m, ToolMessage) and (tool is None or called.get(m.tool_call_id) == tool)
         ]
 
     def request(self, request_id: str) -> dict:
@@ -159,9 +155,7 @@ class TeamRun:
         """
         steps: list[tuple[list[str], list[str]]] = []
         self._use_script()
-        for update in self.graph.stream(
-            {"messages": [("user", text)]}, self.config, stream_mode="updates"
-        ):
+        for update in self.graph.stream({"messages": [("user", text)]}, self.config, stream_mode="updates"):
             for node, value in update.items():
                 if node == "router":
                     steps.append((list(value["team"]["scheduled"]), []))

@@ -81,9 +81,7 @@ class ScriptedOpenAIServer:
         self.model_id = model_id
         self.context_limit = context_limit
         self._script = script
-        self._remaining: Iterator[Response] | None = (
-            None if callable(script) else iter(list(script))
-        )
+        self._remaining: Iterator[Response] | None = None if callable(script) else iter(list(script))
         self._lock = threading.Lock()
         self._call_ids = itertools.count(1)
         self._httpd: ThreadingHTTPServer | None = None
@@ -146,16 +144,21 @@ class ScriptedOpenAIServer:
             tokens = prompt_tokens(body)
             if self.context_limit is not None and tokens > self.context_limit:
                 self.refused.append(body)
-                return {"error": {"status": 400, "code": CONTEXT_LENGTH_EXCEEDED, "message": (
-                    f"This model's maximum context length is {self.context_limit} tokens. However, your "
-                    f"messages resulted in {tokens} tokens. Please reduce the length of the messages."
-                )}}
+                return {
+                    "error": {
+                        "status": 400,
+                        "code": CONTEXT_LENGTH_EXCEEDED,
+                        "message": (
+                            f"This model's maximum context length is {self.context_limit} tokens. However, your "
+                            f"messages resulted in {tokens} tokens. Please reduce the length of the messages."
+                        ),
+                    }
+                }
             if self._remaining is not None:
                 response = next(self._remaining, None)
                 if response is None:
                     raise ScriptExhausted(
-                        f"ScriptedOpenAIServer script exhausted: request #{number} "
-                        f"has no scripted response"
+                        f"ScriptedOpenAIServer script exhausted: request #{number} has no scripted response"
                     )
                 return response
         return self._script(body)  # type: ignore[operator]  # callable, unlocked
@@ -277,9 +280,7 @@ def _chunks(body: dict[str, Any], reply: dict[str, Any]) -> Iterator[dict[str, A
     def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
         out = {
             **base,
-            "choices": [
-                {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
-            ],
+            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}],
         }
         if include_usage:
             out["usage"] = None
@@ -302,9 +303,7 @@ def _chunks(body: dict[str, Any], reply: dict[str, Any]) -> Iterator[dict[str, A
             }
         )
         for piece in _split_in_pieces(call["function"]["arguments"]):
-            yield chunk(
-                {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}
-            )
+            yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
     yield chunk({}, _finish_reason(reply))
     if include_usage:
         yield {**base, "choices": [], "usage": _usage(body, reply)}

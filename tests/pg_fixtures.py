@@ -74,13 +74,18 @@ def _start_cluster(folder: Path) -> tuple[str, list[str]]:
     port = _free_port()
     subprocess.run(
         _as_postgres_user([initdb, "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8"]),
-        check=True, capture_output=True, timeout=START_TIMEOUT_S,
+        check=True,
+        capture_output=True,
+        timeout=START_TIMEOUT_S,
     )
     options = f"-c listen_addresses=127.0.0.1 -p {port} -k {folder} -c fsync=off -c full_page_writes=off"
     subprocess.run(
-        _as_postgres_user([pg_ctl, "-D", str(data), "-l", str(log), "-o", options, "-w", "-t", str(START_TIMEOUT_S),
-                           "start"]),
-        check=True, capture_output=True, timeout=START_TIMEOUT_S + 10,
+        _as_postgres_user(
+            [pg_ctl, "-D", str(data), "-l", str(log), "-o", options, "-w", "-t", str(START_TIMEOUT_S), "start"]
+        ),
+        check=True,
+        capture_output=True,
+        timeout=START_TIMEOUT_S + 10,
     )
     stop = _as_postgres_user([pg_ctl, "-D", str(data), "-m", "immediate", "stop"])
     return f"postgresql://postgres@127.0.0.1:{port}/postgres", stop

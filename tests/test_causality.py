@@ -93,8 +93,10 @@ def test_two_members_messaging_each_other_forever_are_stopped_by_the_run_budget(
     run = run_team(
         {
             LEADER: [
-                act(call("create_sub_agent", role_id="researcher", task="Talk to Researcher_2."),
-                    call("create_sub_agent", role_id="researcher", task="Talk to Researcher_1.")),
+                act(
+                    call("create_sub_agent", role_id="researcher", task="Talk to Researcher_2."),
+                    call("create_sub_agent", role_id="researcher", task="Talk to Researcher_1."),
+                ),
                 *[_report_when_told] * 60,
             ],
             a: _chatter(b),

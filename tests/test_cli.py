@@ -115,9 +115,7 @@ def assert_one_line_error(result, code: int) -> str:
 # --------------------------------------------------------------------------- demo
 
 
-def test_demo_runs_the_scripted_team_and_says_who_did_what(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_demo_runs_the_scripted_team_and_says_who_did_what(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     home = tmp_path / ".teamgraph"  # the default home folder, in the current directory
     result = invoke("demo")
@@ -156,8 +154,15 @@ def test_demo_runs_the_scripted_team_and_says_who_did_what(
 def test_run_with_a_scripted_model(tmp_path: Path) -> None:
     home = tmp_path / "home"
     result = invoke(
-        "run", "Write two notes", "--model", script(tmp_path, TWO_WRITERS), "--home", str(home), "--no-plan",
-        "--thread", "notes",
+        "run",
+        "Write two notes",
+        "--model",
+        script(tmp_path, TWO_WRITERS),
+        "--home",
+        str(home),
+        "--no-plan",
+        "--thread",
+        "notes",
     )
     assert result.exit_code == 0, result.output
     out = result.stdout
@@ -206,8 +211,14 @@ def test_a_script_that_runs_out_is_one_line_with_a_resume_hint(tmp_path: Path) -
 
 def test_bad_policy_setting_is_one_line(tmp_path: Path) -> None:
     result = invoke(
-        "run", "x", "--model", script(tmp_path, TWO_WRITERS), "--home", str(tmp_path / "h"),
-        "--policy", "no_such_field=1",
+        "run",
+        "x",
+        "--model",
+        script(tmp_path, TWO_WRITERS),
+        "--home",
+        str(tmp_path / "h"),
+        "--policy",
+        "no_such_field=1",
     )
     assert "no_such_field" in assert_one_line_error(result, 1)
 
@@ -372,8 +383,18 @@ def test_a_pause_without_a_terminal_fails_clearly_then_resume_answers_it(tmp_pat
 
 def test_answers_given_up_front(tmp_path: Path) -> None:
     result = invoke(
-        "run", "Write a greeting script", "--model", script(tmp_path, PLAN_AND_ASK), "--home", str(tmp_path / "h"),
-        "--policy", "ask=human", "--answer", "plan_1=approve", "--answer", "ask_2=English",
+        "run",
+        "Write a greeting script",
+        "--model",
+        script(tmp_path, PLAN_AND_ASK),
+        "--home",
+        str(tmp_path / "h"),
+        "--policy",
+        "ask=human",
+        "--answer",
+        "plan_1=approve",
+        "--answer",
+        "ask_2=English",
     )
     assert result.exit_code == 0, result.output
     assert "Done: hello.py greets the user." in result.stdout
@@ -389,8 +410,14 @@ def test_a_rejected_plan_goes_back_to_the_leader(tmp_path: Path) -> None:
         ]
     }
     result = invoke(
-        "run", "x", "--model", script(tmp_path, data), "--home", str(tmp_path / "h"),
-        "--answer", "plan_1=no:too big",
+        "run",
+        "x",
+        "--model",
+        script(tmp_path, data),
+        "--home",
+        str(tmp_path / "h"),
+        "--answer",
+        "plan_1=no:too big",
     )
     assert result.exit_code == 0, result.output
     assert re.search(r"plan_1\s+plan\s+Team Leader → you\s+rejected", result.stdout)

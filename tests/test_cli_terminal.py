@@ -28,8 +28,13 @@ def spawn_cli(tmp_path: Path, *args: str, columns: int = 120, timeout: float = 6
     env = {k: v for k, v in os.environ.items() if k not in dropped}
     env["TERM"] = "xterm"
     return pexpect.spawn(
-        sys.executable, ["-m", "teamgraph.cli", *args], cwd=str(tmp_path), env=env, encoding="utf-8",
-        timeout=timeout, dimensions=(50, columns),
+        sys.executable,
+        ["-m", "teamgraph.cli", *args],
+        cwd=str(tmp_path),
+        env=env,
+        encoding="utf-8",
+        timeout=timeout,
+        dimensions=(50, columns),
     )
 
 
@@ -124,8 +129,9 @@ def test_a_second_ctrl_c_quits_at_once_without_a_traceback(tmp_path: Path) -> No
 
 
 def test_piped_output_prints_one_line_per_agent_step(tmp_path: Path) -> None:
-    result = invoke("run", "Write two notes", "--model", script(tmp_path, TWO_WRITERS),
-                    "--home", str(tmp_path / "h"), "--no-plan")
+    result = invoke(
+        "run", "Write two notes", "--model", script(tmp_path, TWO_WRITERS), "--home", str(tmp_path / "h"), "--no-plan"
+    )
     assert result.exit_code == 0, result.output
     steps = re.findall(r"^\[\s*[\d.]+s\] (.+?): (.+)$", result.stdout, re.M)
     assert ("Researcher_1", "called write_file") in steps and ("Researcher_2", "called write_file") in steps
@@ -149,17 +155,31 @@ def test_the_live_view_names_tools_counts_tokens_and_shows_the_board() -> None:
 
     usage = {"input_tokens": 1200, "output_tokens": 34, "total_tokens": 1234}
     earlier = AIMessage("", tool_calls=[{"name": "read_file", "args": {}, "id": "c0"}], usage_metadata=usage)
-    view = TeamView("run-7", {
-        "agents": {
-            "UI Operator_1": {"role": "ui-operator", "status": "running", "steps": 1, "last_action": "1 tool call(s)"}
+    view = TeamView(
+        "run-7",
+        {
+            "agents": {
+                "UI Operator_1": {
+                    "role": "ui-operator",
+                    "status": "running",
+                    "steps": 1,
+                    "last_action": "1 tool call(s)",
+                }
+            },
+            "histories": {"UI Operator_1": [earlier, ToolMessage("x", tool_call_id="c0")]},
+            "team": {
+                "tick": 3,
+                "board": [
+                    {"id": "task_1", "title": "Design the login page", "status": "doing", "assignee": "UI Operator_1"}
+                ],
+            },
         },
-        "histories": {"UI Operator_1": [earlier, ToolMessage("x", tool_call_id="c0")]},
-        "team": {"tick": 3, "board": [{"id": "task_1", "title": "Design the login page", "status": "doing",
-                                       "assignee": "UI Operator_1"}]},
-    })
-    step = AIMessage("", tool_calls=[{"name": "write_file", "args": {}, "id": "c1"},
-                                     {"name": "send_message", "args": {}, "id": "c2"}],
-                     usage_metadata={"input_tokens": 90, "output_tokens": 10, "total_tokens": 100})
+    )
+    step = AIMessage(
+        "",
+        tool_calls=[{"name": "write_file", "args": {}, "id": "c1"}, {"name": "send_message", "args": {}, "id": "c2"}],
+        usage_metadata={"input_tokens": 90, "output_tokens": 10, "total_tokens": 100},
+    )
     lines = view.apply("ui-operator", {"histories": {"UI Operator_1": [step]}})
 
     assert re.fullmatch(r"\[\s*[\d.]+s\] UI Operator_1: called write_file, send_message · 100 tokens", lines[0])

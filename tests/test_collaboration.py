@@ -58,9 +58,6 @@ CREATE_PM_AND_RESEARCHERS = act(
 )
 
 
-
-
-
 def call_envelope(sender: str, request_id: str, body: str) -> Brief:
     return brief("Call", sender, "Call", body, request_id)
 
@@ -104,7 +101,11 @@ def test_call_agent_sends_the_seed_000_fields_and_the_reply_is_the_callers_tool_
     assert run.tool_result(PM, "call_agent") == "Researcher_1 replied (out_1):\nRisk: scope creep."
     record = run.request("ask_1")
     assert (record["kind"], record["from"], record["to"], record["tool"], record["status"]) == (
-        "question", PM, R1, "call_agent", "answered",
+        "question",
+        PM,
+        R1,
+        "call_agent",
+        "answered",
     )
     assert run.status(R2) == "idle" and run.history(R2) == []
 
@@ -170,8 +171,11 @@ def test_call_agents_runs_the_receivers_in_one_superstep_and_returns_every_reply
     assert set(first_steps[0]) >= {R1, R2}, f"the receivers ran in different supersteps: {steps}"
     for name in (R1, R2):
         assert briefs_in(run, name) == [
-            call_envelope(PM, "ask_1" if name == R1 else "ask_2",
-                          f"sender: {PM}\nreceiver: {name}\nproject_name: facts\n---\nOne fact each.")
+            call_envelope(
+                PM,
+                "ask_1" if name == R1 else "ask_2",
+                f"sender: {PM}\nreceiver: {name}\nproject_name: facts\n---\nOne fact each.",
+            )
         ]
     # One result, once the last reply is in, holding every reply.
     assert types(run.history(PM)) == ["HumanMessage", "AIMessage", "ToolMessage", "AIMessage"]
@@ -212,7 +216,9 @@ def test_assign_agent_work_delivers_the_task_and_puts_it_on_the_board_if_there_i
 
     assert briefs_in(run, R1) == [
         brief(
-            "Task", LEADER, "Task",
+            "Task",
+            LEADER,
+            "Task",
             "sender: Team Leader\nreceiver: Researcher_1\n"
             "project_name: options\nfiles: project/options/brief.md\ntask_name: Compare options\n---\n"
             "Compare option A and option B.",
@@ -797,7 +803,7 @@ def test_every_kind_of_peer_traffic_reaches_the_leader_as_a_notice(clocked_team)
 # or stops at the pause for a person ("pause": Policy(ask="human")). In both cases the
 # leader's message to the waiting Project Manager is still queued when process 1 ends.
 RESUME_MODULE = textwrap.dedent(
-    '''
+    """
     import os, sys, time
     from datetime import datetime, timezone
 
@@ -852,7 +858,7 @@ RESUME_MODULE = textwrap.dedent(
             {"messages": [("user", "Collect facts")]}, {"configurable": {"thread_id": "facts"}}
         )
         sys.exit(0)
-    '''
+    """
 )
 
 

@@ -199,8 +199,10 @@ def test_the_leader_sees_its_budget_and_gets_one_notice_past_a_reference(tmp_pat
     plan = call("propose_plan", summary="Read.", steps=steps, complexity="simple")
     leader = [
         act(plan),
-        act(call("create_sub_agent", role_id="researcher", task="Read page 1."),
-            call("create_sub_agent", role_id="researcher", task="Read page 2.")),
+        act(
+            call("create_sub_agent", role_id="researcher", task="Read page 1."),
+            call("create_sub_agent", role_id="researcher", task="Read page 2."),
+        ),
         *quiet(8),
     ]
     script = {LEADER: leader, R1: [act(call("fetch_page", page=1)), "Page 1 read."], "Researcher_2": ["Page 2 read."]}

@@ -57,8 +57,20 @@ def _latest(messages, pattern: re.Pattern[str]) -> str | None:
 
 
 member_actions = st.sampled_from(
-    ["text", "silent", "tool", "ask_master", "call", "ask_peer", "answer_peer", "send", "send_wait", "message",
-     "spawn", "shutdown_ok"]
+    [
+        "text",
+        "silent",
+        "tool",
+        "ask_master",
+        "call",
+        "ask_peer",
+        "answer_peer",
+        "send",
+        "send_wait",
+        "message",
+        "spawn",
+        "shutdown_ok",
+    ]
 )
 leader_actions = st.sampled_from(["silent", "answer", "stop", "terminate", "message", "ask", "shutdown", "sleep"])
 

@@ -42,9 +42,7 @@ def test_hr_reads_and_changes_agent_configuration_and_sees_the_team(run_team, te
         "Error: set_agent_config failed: Field 'colour' cannot be set. "
         "Fields: description, prompt, model, thinking_mode, tools, level.",
         "Error: set_agent_config failed: No role 'nobody'. Roles: " + ", ".join(run.team.roles) + ".",
-        "Error: there is no tool 'create_skill'. Your tools: " + ", ".join(
-            t for t in _tool_names(run, HR)
-        ) + ".",
+        "Error: there is no tool 'create_skill'. Your tools: " + ", ".join(t for t in _tool_names(run, HR)) + ".",
     ]
     assert "researcher" in {r["role_id"] for r in json.loads(run.tool_texts(HR, "list_agents")[0])}
     assert json.loads(run.tool_texts(HR, "get_sub_agent_status")[0])[HR]["role_id"] == "hr-manager"
@@ -97,8 +95,13 @@ def test_a_role_with_members_in_the_thread_is_not_deleted_even_when_approved(hit
     path = write_role_file(team_home / "roles", Role(id="analyst", name="Analyst", prompt="Analyse."))
     run = hitl_team(
         {
-            LEADER: [act(call("create_sub_agent", role_id="analyst"),
-                         call("create_sub_agent", role_id="hr-manager", task="Remove the analyst role.")), *quiet()],
+            LEADER: [
+                act(
+                    call("create_sub_agent", role_id="analyst"),
+                    call("create_sub_agent", role_id="hr-manager", task="Remove the analyst role."),
+                ),
+                *quiet(),
+            ],
             HR: [act(call("delete_agent", role_id="analyst")), "Could not."],
         },
         policy=Policy(approval="human"),

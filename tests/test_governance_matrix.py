@@ -22,15 +22,38 @@ from teamgraph.tools.context import TeamView
 # docs/protocols.md, "Permissions": role -> (tools it may call, tools it may not), with its level.
 ROWS = {
     "team-leader": (
-        ["create_sub_agent", "assign_agent_work", "create_task", "create_skill", "endow_skills", "get_agent_config",
-         "set_agent_config", "set_permissions"],
+        [
+            "create_sub_agent",
+            "assign_agent_work",
+            "create_task",
+            "create_skill",
+            "endow_skills",
+            "get_agent_config",
+            "set_agent_config",
+            "set_permissions",
+        ],
         ["run_command"],  # "does not execute technical tasks itself"
     ),
     "project-manager": (
-        ["get_agent_config", "set_task_status", "set_task_priority", "create_task", "call_agent", "list_tasks",
-         "list_agents", "get_sub_agent_status"],
-        ["set_agent_config", "delete_agent", "set_permissions", "assign_agent_work", "create_skill", "run_command",
-         "create_sub_agent"],
+        [
+            "get_agent_config",
+            "set_task_status",
+            "set_task_priority",
+            "create_task",
+            "call_agent",
+            "list_tasks",
+            "list_agents",
+            "get_sub_agent_status",
+        ],
+        [
+            "set_agent_config",
+            "delete_agent",
+            "set_permissions",
+            "assign_agent_work",
+            "create_skill",
+            "run_command",
+            "create_sub_agent",
+        ],
     ),
     "task-manager": (
         ["set_task_status", "assign_agent_work", "create_task", "list_tasks"],
@@ -52,8 +75,14 @@ ROWS = {
     "full-stack-engineer": (["run_command"], ["create_task", "set_agent_config"]),
     "code-reviewer": (["run_command"], ["create_skill"]),
 }
-LEVELS = {"team-leader": "L1", "project-manager": "L2", "hr-manager": "L2", "task-manager": "L3",
-          "skill-teacher": "L3", "tool-maker": "L3"}
+LEVELS = {
+    "team-leader": "L1",
+    "project-manager": "L2",
+    "hr-manager": "L2",
+    "task-manager": "L3",
+    "skill-teacher": "L3",
+    "tool-maker": "L3",
+}
 
 
 @pytest.fixture(scope="module")
@@ -115,8 +144,11 @@ def test_a_custom_l4_role_with_leader_tools_is_refused_at_load(tmp_path):
     folder = tmp_path / "roles"
     folder.mkdir()
     (folder / "boss.md").write_text("---\nid: boss\nname: Boss\nlevel: L4\ntools: [leader, member]\n---\nI boss.\n")
-    with pytest.raises(RoleFileError, match=r"boss.md: field 'tools': tool set 'leader' needs level L1 or higher, "
-                       r"but this role is level L4\. Fix: remove 'leader' from tools, set 'level: L1'"):
+    with pytest.raises(
+        RoleFileError,
+        match=r"boss.md: field 'tools': tool set 'leader' needs level L1 or higher, "
+        r"but this role is level L4\. Fix: remove 'leader' from tools, set 'level: L1'",
+    ):
         Team(model=ScriptedChatModel({}), home=tmp_path / "h", roles_dir=folder)
 
 

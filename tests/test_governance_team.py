@@ -40,22 +40,38 @@ def test_a_custom_role_is_checked_on_every_call_and_may_not_exceed_its_level(run
         {
             LEADER: [
                 act(
-                    call("create_custom_agent", id="boss", name="Boss", description="Bosses.", prompt="Boss.",
-                         tools=["leader", "member"], level="L4"),
-                    call("create_custom_agent", id="analyst", name="Analyst", description="Analyses.",
-                         prompt="Analyse.", tools=["member", "collaboration"]),
+                    call(
+                        "create_custom_agent",
+                        id="boss",
+                        name="Boss",
+                        description="Bosses.",
+                        prompt="Boss.",
+                        tools=["leader", "member"],
+                        level="L4",
+                    ),
+                    call(
+                        "create_custom_agent",
+                        id="analyst",
+                        name="Analyst",
+                        description="Analyses.",
+                        prompt="Analyse.",
+                        tools=["member", "collaboration"],
+                    ),
                 ),
                 act(create("analyst")),
                 *quiet(),
             ],
             "Analyst_1": [
-                act(call("assign_agent_work", agent="Analyst_1", task="x"), call("call_agent")), "Could not.",
+                act(call("assign_agent_work", agent="Analyst_1", task="x"), call("call_agent")),
+                "Could not.",
             ],
         }
     )
-    boss_error, = errors_of(run, LEADER)
-    assert boss_error.startswith("Error: create_custom_agent failed: tool set 'leader' needs level L1 or higher, "
-                                 "but this role is level L4. Fix: remove 'leader' from tools")
+    (boss_error,) = errors_of(run, LEADER)
+    assert boss_error.startswith(
+        "Error: create_custom_agent failed: tool set 'leader' needs level L1 or higher, "
+        "but this role is level L4. Fix: remove 'leader' from tools"
+    )
     assert "boss" not in run.team.roles and (team_home / "roles" / "analyst.md").is_file()
     refused, allowed = run.tool_results("Analyst_1")
     assert refused.status == "error" and str(refused.content).startswith(
@@ -78,9 +94,11 @@ def test_the_task_manager_assigns_work_and_keeps_the_board(run_team):
                     call("create_task", title="Report", depends_on=["task_1"]),
                     call("assign_agent_work", agent=r1, task="Do the survey.", task_name="Survey"),
                 ),
-                act(call("set_task_status", task_id="task_1", status="in_progress", note="assigned"),
+                act(
+                    call("set_task_status", task_id="task_1", status="in_progress", note="assigned"),
                     call("set_task_priority", task_id="task_2", priority="low"),
-                    call("set_task_status", task_id="task_9", status="done")),
+                    call("set_task_status", task_id="task_9", status="done"),
+                ),
                 act(call("list_tasks")),
                 "Assigned.",
             ],
@@ -139,8 +157,11 @@ OPERATIONS = ["delete_skill", "create_high_risk_skill", "delete_agent", "change_
 def test_each_sensitive_operation_pauses_for_its_decider_and_acts_only_after_approval(hitl_team, team_home, operation):
     role_id, sensitive, before, after = _prepare(team_home, operation)
     member = {"skill-teacher": "Skill Teacher_1", "hr-manager": "HR Manager_1"}.get(role_id, "Full-Stack Engineer_1")
-    run = hitl_team({LEADER: [act(create(role_id)), *quiet()], member: [act(sensitive), "Done."]},
-                    policy=Policy(approval="human"), fresh=True)
+    run = hitl_team(
+        {LEADER: [act(create(role_id)), *quiet()], member: [act(sensitive), "Done."]},
+        policy=Policy(approval="human"),
+        fresh=True,
+    )
 
     out = run.send("Go")
 
@@ -160,8 +181,11 @@ def test_each_sensitive_operation_pauses_for_its_decider_and_acts_only_after_app
 def test_a_rejected_command_is_not_run_and_the_reason_comes_back(hitl_team, team_home):
     role_id, sensitive, before, _ = _prepare(team_home, "run_unlisted_command")
     member = "Full-Stack Engineer_1"
-    run = hitl_team({LEADER: [act(create(role_id)), *quiet()], member: [act(sensitive), "Not run."]},
-                    policy=Policy(approval="human"), fresh=True)
+    run = hitl_team(
+        {LEADER: [act(create(role_id)), *quiet()], member: [act(sensitive), "Not run."]},
+        policy=Policy(approval="human"),
+        fresh=True,
+    )
     run.send("Go")
     run.resume({"approval_1": {"approve": False, "feedback": "not on this machine"}})
     assert before()
@@ -192,8 +216,15 @@ def test_the_leader_decides_a_command_by_policy_and_a_person_confirms_when_asked
 
 
 def test_the_master_acts_alone_unless_the_matrix_says_otherwise(hitl_team, team_home):
-    make_role = call("create_custom_agent", id="lead-dev", name="Lead Dev", description="Leads.", prompt="Lead.",
-                     tools=["member", "files", "admin"], level="L2")
+    make_role = call(
+        "create_custom_agent",
+        id="lead-dev",
+        name="Lead Dev",
+        description="Leads.",
+        prompt="Lead.",
+        tools=["member", "files", "admin"],
+        level="L2",
+    )
     run = hitl_team({LEADER: [act(make_role), *quiet()]}, fresh=True)
     run.send("Go")
     assert run.tool_texts(LEADER, "create_custom_agent")[0].startswith("Role 'lead-dev' (Lead Dev, level L2) created.")
@@ -228,18 +259,25 @@ NEW_PROCESS = textwrap.dedent(
 
 def test_an_approval_given_from_a_new_process_performs_the_operation(hitl_team, team_home):
     skills.write_skill(team_home, skill("old-skill"))
-    script = {LEADER: [act(create("skill-teacher")), *quiet()],
-              "Skill Teacher_1": [act(call("delete_skill", name="old-skill")), "Deleted."]}
+    script = {
+        LEADER: [act(create("skill-teacher")), *quiet()],
+        "Skill Teacher_1": [act(call("delete_skill", name="old-skill")), "Deleted."],
+    }
     run = hitl_team(script, policy=Policy(approval="human"), fresh=True)
     assert "approval_1" in run.interrupt_of(run.send("Go"))["requests"]
     thread = run.config["configurable"]["thread_id"]
 
-    done = subprocess.run([EXE, "-c", NEW_PROCESS, str(team_home), thread, json.dumps(script)],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [EXE, "-c", NEW_PROCESS, str(team_home), thread, json.dumps(script)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == [
-        "approval_1 approved by the user.\nSkill 'old-skill' deleted.", "Deleted.",
+        "approval_1 approved by the user.\nSkill 'old-skill' deleted.",
+        "Deleted.",
     ]
     assert not (team_home / "skills" / "old-skill").exists()
 
@@ -264,10 +302,16 @@ def test_skills_are_endowed_shown_in_the_prompt_and_read_on_demand(run_team, tea
         {
             LEADER: [act(create("skill-teacher")), act(create("researcher")), *quiet()],
             teacher: [
-                act(call("create_skill", name="release-notes", description="Write release notes from a diff.",
-                         body="1. Read the diff.\n2. Group changes."),
+                act(
+                    call(
+                        "create_skill",
+                        name="release-notes",
+                        description="Write release notes from a diff.",
+                        body="1. Read the diff.\n2. Group changes.",
+                    ),
                     call("endow_skills", agent_or_role="researcher", skill_names=["release-notes", "pdf"]),
-                    call("endow_skills", agent_or_role="nobody", skill_names=["pdf"])),
+                    call("endow_skills", agent_or_role="nobody", skill_names=["pdf"]),
+                ),
                 "Skill written.",
             ],
             "Researcher_1": [read, "Followed it."],
@@ -275,7 +319,7 @@ def test_skills_are_endowed_shown_in_the_prompt_and_read_on_demand(run_team, tea
     )
     assert run.tool_texts(teacher, "endow_skills")[0] == "researcher now has: release-notes, pdf."
     assert errors_of(run, teacher)[0].startswith("Error: No agent or role 'nobody'.")
-    section = prompts[0][prompts[0].index("# Your skills"):]
+    section = prompts[0][prompts[0].index("# Your skills") :]
     assert section.splitlines()[2:] == ["- release-notes: Write release notes from a diff.", "- pdf: Fill PDF forms."]
     body, listing = run.tool_texts("Researcher_1")
     assert body == (
@@ -289,9 +333,16 @@ def test_skills_are_endowed_shown_in_the_prompt_and_read_on_demand(run_team, tea
 def test_an_allowed_command_runs_at_once_in_the_project_folder(make_team):
     member = "Code Reviewer_1"
     run = make_team(
-        {LEADER: [act(create("code-reviewer")), *quiet()],
-         member: [act(call("run_command", command=f"{EXE} -c 'import os; print(os.getcwd())'"),
-                      call("run_command", command="")), "Reviewed."]},
+        {
+            LEADER: [act(create("code-reviewer")), *quiet()],
+            member: [
+                act(
+                    call("run_command", command=f"{EXE} -c 'import os; print(os.getcwd())'"),
+                    call("run_command", command=""),
+                ),
+                "Reviewed.",
+            ],
+        },
         policy=Policy(commands=(f"{EXE} -c",)),
     )
     run.send("Go")
@@ -306,9 +357,16 @@ def test_an_allowed_command_runs_at_once_in_the_project_folder(make_team):
 def test_two_threads_files_are_kept_apart_and_absolute_paths_inside_are_accepted(make_team, team_home):
     def writer(text: str, thread: str):
         inside = team_home / "project" / thread / "abs.md"
-        return {LEADER: [act(create("researcher")), *quiet()],
-                "Researcher_1": [act(call("write_file", path="notes.md", content=text),
-                                     call("write_file", path=str(inside), content=text)), "Wrote."]}
+        return {
+            LEADER: [act(create("researcher")), *quiet()],
+            "Researcher_1": [
+                act(
+                    call("write_file", path="notes.md", content=text),
+                    call("write_file", path=str(inside), content=text),
+                ),
+                "Wrote.",
+            ],
+        }
 
     a = make_team(writer("from a", "thread-a"), thread="thread-a")
     a.send("Go")

@@ -31,10 +31,6 @@ APPROVE_SHAPE = '{"approve": true or false, "feedback": "..."}'
 STRING_SHAPE = "a string (your answer)"
 
 
-
-
-
-
 def create(role_id: str = "researcher", task: str = "Research the topic.") -> dict:
     return call("create_sub_agent", role_id=role_id, task=task)
 
@@ -55,15 +51,28 @@ def test_policy_defaults_say_who_decides_each_kind_and_when_to_pause():
 
     assert (policy.ask, policy.plan, policy.member_plan, policy.approval) == ("leader", "human", "leader", "leader")
     assert [policy.decider(k) for k in ("ask", "plan", "member_plan", "approval")] == [
-        "leader", "human", "leader", "leader",
+        "leader",
+        "human",
+        "leader",
+        "leader",
     ]
     assert policy.pause == "when_blocked"
     assert policy.require_plan is False
     assert policy.shutdown_timeout == 300.0
-    custom = Policy(ask="human", plan="leader", member_plan="leader_then_human", approval="human",
-                    pause="immediately", require_plan=True, shutdown_timeout=5)
+    custom = Policy(
+        ask="human",
+        plan="leader",
+        member_plan="leader_then_human",
+        approval="human",
+        pause="immediately",
+        require_plan=True,
+        shutdown_timeout=5,
+    )
     assert [custom.decider(k) for k in ("ask", "plan", "member_plan", "approval")] == [
-        "human", "leader", "leader_then_human", "human",
+        "human",
+        "leader",
+        "leader_then_human",
+        "human",
     ]
 
 
@@ -131,10 +140,7 @@ def test_request_ids_share_one_counter_across_kinds_and_records_say_who_when_and
     assert run.interrupt_of(out) is None
     requests = run.requests()
     assert list(requests) == ["plan_1", "ask_2", "member_plan_3", "approval_4", "shutdown_5"]
-    rows = {
-        rid: (r["kind"], r["from"], r["to"], r["decider"], r["status"])
-        for rid, r in requests.items()
-    }
+    rows = {rid: (r["kind"], r["from"], r["to"], r["decider"], r["status"]) for rid, r in requests.items()}
     assert rows == {
         "plan_1": ("plan", LEADER, "user", "human", "approved"),
         "ask_2": ("ask", MEMBER, LEADER, "leader", "answered"),
@@ -423,7 +429,10 @@ def test_the_leaders_plan_is_decided_per_policy(hitl_team, decider):
         assert list(paused["requests"]) == ["plan_1"]
         view = paused["requests"]["plan_1"]
         assert (view["type"], view["from"], view["summary"], view["complexity"]) == (
-            "plan", LEADER, "Research, then write.", "simple",
+            "plan",
+            LEADER,
+            "Research, then write.",
+            "simple",
         )
         assert [s["title"] for s in view["steps"]] == ["Find facts", "Write it up"]
         assert view["expects"] == APPROVE_SHAPE
@@ -784,7 +793,9 @@ def test_when_blocked_the_team_keeps_working_and_pauses_only_when_nobody_can_go_
         for e in envelopes_in(run, LEADER)
     )
     assert {n: a["status"] for n, a in run.agents().items()} == {
-        LEADER: "idle", MEMBER: "waiting", "UI Operator_1": "idle",
+        LEADER: "idle",
+        MEMBER: "waiting",
+        "UI Operator_1": "idle",
     }
 
     run.resume({"ask_1": "Docs."})

@@ -156,7 +156,7 @@ def test_callable_turn_sees_the_input_messages():
 
 
 def test_callable_returning_a_callable_is_refused():
-    model = ScriptedChatModel({"Team Leader": [lambda messages: (lambda m: "nested")]})
+    model = ScriptedChatModel({"Team Leader": [lambda messages: lambda m: "nested"]})
 
     with pytest.raises(TypeError, match="callable returned another callable"):
         model.invoke(ASK)
@@ -192,8 +192,7 @@ def test_exhausted_script_names_the_agent_and_its_turn_count():
         model.invoke(history, config=as_agent("UI Operator_1"))
 
     assert str(info.value) == (
-        "ScriptedChatModel: agent 'UI Operator_1' has no turn 4 (its script has 3 turns). "
-        "Add turns to its script."
+        "ScriptedChatModel: agent 'UI Operator_1' has no turn 4 (its script has 3 turns). Add turns to its script."
     )
     assert isinstance(info.value, RuntimeError)
 

@@ -72,8 +72,10 @@ def test_the_quickstart_shows_the_team_graph_as_a_picture() -> None:
     book = nbformat.read(NOTEBOOKS_DIR / "01_quickstart.ipynb", as_version=4)
     images = [
         base64.b64decode(out["data"]["image/png"])
-        for cell in book.cells if cell.cell_type == "code"
-        for out in cell.outputs if "image/png" in out.get("data", {})
+        for cell in book.cells
+        if cell.cell_type == "code"
+        for out in cell.outputs
+        if "image/png" in out.get("data", {})
     ]
     assert len(images) == 1
     assert images[0].startswith(b"\x89PNG") and len(images[0]) > 20_000
@@ -107,7 +109,10 @@ def test_notebook_runs(path: Path, tmp_path: Path, kernel_name: str, offline_env
     except nbclient.exceptions.CellExecutionError as error:
         pytest.fail(f"{path.name} failed:\n{error}", pytrace=False)
     errors = [
-        out for cell in book.cells if cell.cell_type == "code"
-        for out in cell.get("outputs", []) if out.get("output_type") == "error"
+        out
+        for cell in book.cells
+        if cell.cell_type == "code"
+        for out in cell.get("outputs", [])
+        if out.get("output_type") == "error"
     ]
     assert not errors, errors

@@ -23,9 +23,7 @@ def add(a: int, b: int) -> int:
 
 def make_llm(server: ScriptedOpenAIServer, **kwargs) -> ChatOpenAI:
     """The real client, pointed at the local server."""
-    return ChatOpenAI(
-        model="gpt-test", base_url=server.base_url, api_key="test", max_retries=2, timeout=10, **kwargs
-    )
+    return ChatOpenAI(model="gpt-test", base_url=server.base_url, api_key="test", max_retries=2, timeout=10, **kwargs)
 
 
 def test_plain_answer(openai_server):
@@ -96,9 +94,7 @@ def test_streaming_content_and_tool_calls(openai_server):
     assert len([c for c in chunks if c.content]) >= 4  # word by word
     assert len([c for c in chunks if c.tool_call_chunks]) >= 3  # header + 2+ argument pieces
     assert total.content == "Let me add those numbers."
-    assert total.tool_calls == [
-        {"name": "add", "args": {"a": 40, "b": 2}, "id": "call_1", "type": "tool_call"}
-    ]
+    assert total.tool_calls == [{"name": "add", "args": {"a": 40, "b": 2}, "id": "call_1", "type": "tool_call"}]
     assert total.response_metadata["finish_reason"] == "tool_calls"
     assert total.usage_metadata["total_tokens"] > 0
     [request] = server.requests
@@ -107,17 +103,13 @@ def test_streaming_content_and_tool_calls(openai_server):
 
 
 def test_500_is_retried(openai_server):
-    server = openai_server(
-        [{"error": {"status": 500, "message": "boom", "retry_after": 0.01}}, "recovered"]
-    )
+    server = openai_server([{"error": {"status": 500, "message": "boom", "retry_after": 0.01}}, "recovered"])
     assert make_llm(server).invoke("Hi").content == "recovered"
     assert len(server.requests) == 2
 
 
 def test_429_with_retry_after_zero_is_retried(openai_server):
-    server = openai_server(
-        [{"error": {"status": 429, "message": "slow down", "retry_after": 0}}, "after the limit"]
-    )
+    server = openai_server([{"error": {"status": 429, "message": "slow down", "retry_after": 0}}, "after the limit"])
     assert make_llm(server).invoke("Hi").content == "after the limit"
     assert len(server.requests) == 2
 
@@ -130,9 +122,7 @@ def test_400_is_not_retried(openai_server):
 
 
 def test_malformed_arguments_become_invalid_tool_calls(openai_server):
-    server = openai_server(
-        [{"content": None, "tool_calls": [{"name": "add", "arguments": '{"a": 1, "b": '}]}]
-    )
+    server = openai_server([{"content": None, "tool_calls": [{"name": "add", "arguments": '{"a": 1, "b": '}]}])
     reply = make_llm(server).bind_tools([add]).invoke("Add 1 and something")
 
     assert reply.tool_calls == []

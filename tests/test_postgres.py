@@ -89,17 +89,32 @@ def test_a_paused_cli_run_is_resumed_from_postgres(postgres_url, tmp_path):  # n
     import yaml
 
     script = tmp_path / "plan.yaml"
-    script.write_text(yaml.safe_dump({
-        "Team Leader": [
-            {"tool_calls": [{"name": "propose_plan", "args": {
-                "summary": "Answer alone.", "steps": [{"title": "Answer", "role_id": "researcher"}],
-                "complexity": "simple"}}]},
-            "Answered: 42.",
-        ],
-    }), encoding="utf-8")
+    script.write_text(
+        yaml.safe_dump(
+            {
+                "Team Leader": [
+                    {
+                        "tool_calls": [
+                            {
+                                "name": "propose_plan",
+                                "args": {
+                                    "summary": "Answer alone.",
+                                    "steps": [{"title": "Answer", "role_id": "researcher"}],
+                                    "complexity": "simple",
+                                },
+                            }
+                        ]
+                    },
+                    "Answered: 42.",
+                ],
+            }
+        ),
+        encoding="utf-8",
+    )
     home = str(tmp_path / "home")
-    first = runner.invoke(app, ["--db", postgres_url, "run", "What is 6 x 7?", "--model", f"scripted:{script}",
-                                "--home", home])
+    first = runner.invoke(
+        app, ["--db", postgres_url, "run", "What is 6 x 7?", "--model", f"scripted:{script}", "--home", home]
+    )
     assert first.exit_code == 3, first.output
     assert f"teamgraph --db {postgres_url} resume run-1" in first.stderr
 

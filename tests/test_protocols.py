@@ -31,10 +31,6 @@ PLAN_FIRST = (
 )
 
 
-
-
-
-
 def recorded(prompts: list[str], turn):
     """A turn that records the system prompt the agent's model receives, then plays ``turn``."""
 
@@ -102,7 +98,7 @@ def test_require_plan_refuses_dispatch_until_a_plan_is_approved_and_a_rejection_
     paused = run.interrupt_of(run.send("Explain X"))
 
     # Before any plan: creating, messaging and asking members are refused; nobody was created.
-    assert run.tool_texts(LEADER) [:3] == [NO_PLAN] * 3
+    assert run.tool_texts(LEADER)[:3] == [NO_PLAN] * 3
     assert list(run.agents()) == [LEADER]
     assert list(paused["requests"]) == ["plan_1"]
 
@@ -138,10 +134,25 @@ def test_require_plan_refuses_dispatch_until_a_plan_is_approved_and_a_rejection_
         "complexity": "medium",
     }
     assert team["board"] == [
-        {"id": "task_1", "title": "Find facts", "role_id": "researcher", "depends_on": [], "status": "done",
-         "updated_by": MEMBER, "note": "facts.md", "assignee": MEMBER},  # NOTE: claimed when its work started
-        {"id": "task_2", "title": "Write it up", "role_id": None, "depends_on": ["task_1"], "status": "done",
-         "updated_by": LEADER, "note": "written"},
+        {
+            "id": "task_1",
+            "title": "Find facts",
+            "role_id": "researcher",
+            "depends_on": [],
+            "status": "done",
+            "updated_by": MEMBER,
+            "note": "facts.md",
+            "assignee": MEMBER,
+        },  # NOTE: claimed when its work started
+        {
+            "id": "task_2",
+            "title": "Write it up",
+            "role_id": None,
+            "depends_on": ["task_1"],
+            "status": "done",
+            "updated_by": LEADER,
+            "note": "written",
+        },
     ]
     assert run.tool_texts(MEMBER, "update_task") == ["task_1 is in_progress.", "task_1 is done."]
     assert run.tool_texts(LEADER, "update_task") == ["task_2 is done."]
@@ -250,8 +261,10 @@ def test_a_member_that_requires_a_plan_waits_for_approval_before_work_reject_the
     def leader(messages):
         if not any(isinstance(m, AIMessage) for m in messages):
             return act(call("create_sub_agent", role_id="builder", task="Build app.py."))
-        new = "\n".join(str(m.content) for m in messages[messages.index(next(
-            m for m in reversed(messages) if isinstance(m, AIMessage))) + 1:])
+        new = "\n".join(
+            str(m.content)
+            for m in messages[messages.index(next(m for m in reversed(messages) if isinstance(m, AIMessage))) + 1 :]
+        )
         if "id: member_plan_2" in new:
             return act(
                 call("review_plan", request_id="member_plan_2", approve=True),

@@ -96,8 +96,12 @@ def _other(first):
 
     def play(messages):
         answered = any(
-            isinstance(m, AIMessage) and (m.content == ANSWER or m.tool_calls and m.tool_calls[0]["name"] in (
-                "answer_other_agent", "shutdown_response"))
+            isinstance(m, AIMessage)
+            and (
+                m.content == ANSWER
+                or m.tool_calls
+                and m.tool_calls[0]["name"] in ("answer_other_agent", "shutdown_response")
+            )
             for m in messages
         )
         envelope = next(
@@ -154,13 +158,9 @@ def _outcome(run, protocol: Protocol):
     caller = LEADER if protocol.leader_side else CALLER
     results = [_normalize(str(m.content)) for m in run.tool_results(caller, protocol.tool)]
     requests = sorted(
-        (r["kind"], r["status"], _normalize(str(r["answer"])))
-        for r in run.requests().values()
-        if r["from"] == caller
+        (r["kind"], r["status"], _normalize(str(r["answer"]))) for r in run.requests().values() if r["from"] == caller
     )
-    pushed = [
-        _normalize(text) for text in run.inbox_texts(caller) if ANSWER in text and "Reply from" in text
-    ]
+    pushed = [_normalize(text) for text in run.inbox_texts(caller) if ANSWER in text and "Reply from" in text]
     return results, requests, pushed, run.status(OTHER)
 
 

@@ -8,8 +8,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PROTOCOLS = ROOT / "docs" / "protocols.md"
 # Where references live: the package, the tests, the README and the docs.
-SOURCES = [*sorted((ROOT / "teamgraph").rglob("*.py")), *sorted((ROOT / "tests").glob("*.py")), ROOT / "README.md",
-           *sorted((ROOT / "docs").glob("*.md"))]
+SOURCES = [
+    *sorted((ROOT / "teamgraph").rglob("*.py")),
+    *sorted((ROOT / "tests").glob("*.py")),
+    ROOT / "README.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+]
 # The design documents teamgraph was written from are not in the repository.
 OUTSIDE = re.compile(r"\bseeds?\s*0\d\d\b|\bseeds/|/work/shared|\bDESIGN\.md\b|\bANCHORS\.md\b", re.IGNORECASE)
 SECTION_REF = re.compile(r'docs/protocols\.md, "([^"]+)"')

@@ -74,14 +74,30 @@ def test_builtin_roles_are_complete():
         if role.is_leader:
             assert role.thinking_mode == "deep"
             assert role.tools == (
-                "leader", "files", "protocols", "collaboration", "sessions", "skills", "skill_admin", "tasks", "admin",
+                "leader",
+                "files",
+                "protocols",
+                "collaboration",
+                "sessions",
+                "skills",
+                "skill_admin",
+                "tasks",
+                "admin",
             )
         else:
             assert role.tools[:2] == ("member", "files"), role_id
             assert "skills" in role.tools, role_id
             assert set(role.tools) <= {
-                "member", "files", "protocols", "collaboration", "sessions", "skills", "skill_admin", "tasks",
-                "admin", "commands",
+                "member",
+                "files",
+                "protocols",
+                "collaboration",
+                "sessions",
+                "skills",
+                "skill_admin",
+                "tasks",
+                "admin",
+                "commands",
             }, role_id
             # The sessions spec gives its tools to every agent.
             assert "sessions" in role.tools, role_id
@@ -225,9 +241,7 @@ def test_non_utf8_file_is_an_error(tmp_path):
 
 
 def test_comma_separated_tools_string():
-    role = parse_role_text(
-        role_text("id: a\nname: A\ntools: member, files ,collaboration,"), source="a.md"
-    )
+    role = parse_role_text(role_text("id: a\nname: A\ntools: member, files ,collaboration,"), source="a.md")
     assert role.tools == ("member", "files", "collaboration")
 
 
@@ -244,9 +258,7 @@ def test_defaults_stem_and_body(tmp_path):
 
 
 def test_empty_values_take_the_default():
-    role = parse_role_text(
-        role_text("id: a\nname: A\ndescription:\nmodel:\nthinking_mode:"), source="a.md"
-    )
+    role = parse_role_text(role_text("id: a\nname: A\ndescription:\nmodel:\nthinking_mode:"), source="a.md")
     assert (role.description, role.model, role.thinking_mode) == ("", None, "fast")
 
 

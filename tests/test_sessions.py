@@ -41,9 +41,6 @@ CREATE_LIAISON_AND_RESEARCHER = act(
 )
 
 
-
-
-
 def ai_texts(run, name: str) -> list[str]:
     return [str(m.content) for m in run.history(name) if type(m).__name__ == "AIMessage" and not m.tool_calls]
 
@@ -164,7 +161,12 @@ def test_sessions_send_times_out_and_the_late_reply_reaches_the_caller_as_a_mess
     assert run.request("ask_1")["timed_out_at"] == "2030-01-01T09:01:00+00:00"
     # The caller went on; the target kept working and its answer came later, as a message.
     assert types(run.history(LIAISON)) == [
-        "HumanMessage", "AIMessage", "ToolMessage", "AIMessage", "HumanMessage", "AIMessage",
+        "HumanMessage",
+        "AIMessage",
+        "ToolMessage",
+        "AIMessage",
+        "HumanMessage",
+        "AIMessage",
     ]
     assert ai_texts(run, LIAISON) == ["Going on with other work.", "Thanks for the logs."]
     assert received(run, LIAISON)[1:] == [
@@ -343,7 +345,9 @@ def test_sessions_spawn_accepts_at_once_and_pushes_the_result_back(clocked_team,
     run.check_histories()
 
     assert json.loads(run.tool_result(LIAISON, "sessions_spawn")) == {
-        "status": "accepted", "runId": "run_1", "childSessionKey": R1,
+        "status": "accepted",
+        "runId": "run_1",
+        "childSessionKey": R1,
     }
     # Non-blocking: the requester's next step runs alongside the child's first one.
     first_child_step = next(ran for _, ran in steps if R1 in ran)
@@ -355,7 +359,11 @@ def test_sessions_spawn_accepts_at_once_and_pushes_the_result_back(clocked_team,
     assert ai_texts(run, LIAISON) == ["Waiting for the run.", "Rate limit noted."]
     record = run.request("run_1")
     assert (record["kind"], record["from"], record["to"], record["status"], record["answer"]) == (
-        "run", LIAISON, R1, "answered", "100 requests per minute.",
+        "run",
+        LIAISON,
+        R1,
+        "answered",
+        "100 requests per minute.",
     )
     child = run.agents()[R1]
     assert (child["role"], child["created_by"], child["status"]) == ("researcher", LIAISON, end_status)
@@ -444,7 +452,9 @@ def test_the_leader_uses_sessions_send_and_sessions_spawn(clocked_team):
 
     assert run.tool_result(LEADER, "sessions_send") == "Researcher_1 replied (out_1):\nAll good."
     assert json.loads(run.tool_result(LEADER, "sessions_spawn")) == {
-        "status": "accepted", "runId": "run_2", "childSessionKey": R2,
+        "status": "accepted",
+        "runId": "run_2",
+        "childSessionKey": R2,
     }
     seen = received(run, LEADER)
     assert seen.count(env("Reply", R2, "Reply", "Summary written.", to="run_2")) == 1

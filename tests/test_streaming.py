@@ -38,15 +38,15 @@ def streamed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     team = Team(model=ScriptedChatModel(DEMO_SCRIPT), home=home, checkpointer=InMemorySaver())
     graph = team.compile()
     config = {"configurable": {"thread_id": "stream-1"}}
-    events = list(
-        graph.stream({"messages": [("user", TASK)]}, config, stream_mode=MODES, subgraphs=True)
-    )
+    events = list(graph.stream({"messages": [("user", TASK)]}, config, stream_mode=MODES, subgraphs=True))
     return {"events": events, "state": graph.get_state(config), "team": team, "config": config}
 
 
 def _messages(streamed: dict[str, Any]) -> list[tuple[tuple[str, ...], Any, dict[str, Any]]]:
-    return [(ns, msg, meta) for ns, mode, (msg, meta) in
-            ((ns, mode, data) for ns, mode, data in streamed["events"] if mode == "messages")]
+    return [
+        (ns, msg, meta)
+        for ns, mode, (msg, meta) in ((ns, mode, data) for ns, mode, data in streamed["events"] if mode == "messages")
+    ]
 
 
 def test_events_have_the_requested_shape(streamed: dict[str, Any]) -> None:

@@ -99,9 +99,7 @@ def _server_config(workdir: Path) -> Path:
         return f"{(REPO / path).resolve()}:{attr}" if attr else str((REPO / path).resolve())
 
     config["graphs"] = {gid: absolute(spec) for gid, spec in config["graphs"].items()}
-    config["dependencies"] = [
-        absolute(d) if d.startswith(".") else d for d in config.get("dependencies", [])
-    ]
+    config["dependencies"] = [absolute(d) if d.startswith(".") else d for d in config.get("dependencies", [])]
     path = workdir / "langgraph.json"
     path.write_text(json.dumps(config, indent=2), encoding="utf-8")
     return path
@@ -134,8 +132,18 @@ def _start(workdir: Path, env_overrides: dict[str, str]) -> DevServer:
     cli = [sys.executable, "-m", "langgraph_cli"]  # the `langgraph` command
     with open(log, "wb") as out:
         process = subprocess.Popen(
-            [*cli, "dev", "--no-browser", "--no-reload", "--port", str(port),
-             "--host", "127.0.0.1", "--config", str(_server_config(workdir))],
+            [
+                *cli,
+                "dev",
+                "--no-browser",
+                "--no-reload",
+                "--port",
+                str(port),
+                "--host",
+                "127.0.0.1",
+                "--config",
+                str(_server_config(workdir)),
+            ],
             cwd=workdir,
             env=env,
             stdout=out,
@@ -148,8 +156,7 @@ def _start(workdir: Path, env_overrides: dict[str, str]) -> DevServer:
         while True:
             if process.poll() is not None:
                 raise RuntimeError(
-                    f"langgraph dev exited with code {process.returncode} before it was "
-                    f"ready:\n{server.log_tail()}"
+                    f"langgraph dev exited with code {process.returncode} before it was ready:\n{server.log_tail()}"
                 )
             try:
                 with urllib.request.urlopen(f"{server.url}/ok", timeout=2) as r:
@@ -158,9 +165,7 @@ def _start(workdir: Path, env_overrides: dict[str, str]) -> DevServer:
             except (urllib.error.URLError, ConnectionError, TimeoutError):
                 pass
             if time.monotonic() > deadline:
-                raise RuntimeError(
-                    f"langgraph dev not ready after {START_TIMEOUT_S}s:\n{server.log_tail()}"
-                )
+                raise RuntimeError(f"langgraph dev not ready after {START_TIMEOUT_S}s:\n{server.log_tail()}")
             time.sleep(0.25)
     except BaseException:
         _stop(server)
@@ -328,7 +333,8 @@ def test_a_pause_for_a_person_is_answered_through_the_api(langgraph_dev: Callabl
     client = get_sync_client(url=server.url)
     thread = client.threads.create()
     client.runs.wait(
-        thread["thread_id"], GRAPH_ID,
+        thread["thread_id"],
+        GRAPH_ID,
         input={"messages": [{"role": "user", "content": "Cookies or JWT for our login?"}]},
         raise_error=False,
     )
@@ -349,8 +355,10 @@ def test_a_pause_for_a_person_is_answered_through_the_api(langgraph_dev: Callabl
     assert state["values"]["requests"]["plan_1"]["status"] == "pending"
 
     client.runs.wait(
-        thread["thread_id"], GRAPH_ID,
-        command={"resume": {"plan_1": {"approve": True, "feedback": "Go ahead."}}}, raise_error=False,
+        thread["thread_id"],
+        GRAPH_ID,
+        command={"resume": {"plan_1": {"approve": True, "feedback": "Go ahead."}}},
+        raise_error=False,
     )
     state = client.threads.get_state(thread["thread_id"])
     assert not [i for task in state["tasks"] for i in task.get("interrupts", [])]
@@ -403,14 +411,26 @@ def test_two_assistants_with_different_policies_both_run(unconfigured_server: De
     client = get_sync_client(url=unconfigured_server.url)
     model = f"scripted:{APPROVAL_SCRIPT}"
     careful = client.assistants.create(
-        GRAPH_ID, name="careful", config={"configurable": {
-            "model": model, "policy": {"plan": "human", "require_plan": True}, "home": str(tmp_path / "careful"),
-        }},
+        GRAPH_ID,
+        name="careful",
+        config={
+            "configurable": {
+                "model": model,
+                "policy": {"plan": "human", "require_plan": True},
+                "home": str(tmp_path / "careful"),
+            }
+        },
     )
     trusting = client.assistants.create(
-        GRAPH_ID, name="trusting", config={"configurable": {
-            "model": model, "policy": {"plan": "leader", "require_plan": True}, "home": str(tmp_path / "trusting"),
-        }},
+        GRAPH_ID,
+        name="trusting",
+        config={
+            "configurable": {
+                "model": model,
+                "policy": {"plan": "leader", "require_plan": True},
+                "home": str(tmp_path / "trusting"),
+            }
+        },
     )
     ask = {"messages": [{"role": "user", "content": "Cookies or JWT for our login?"}]}
     states = {}
@@ -435,8 +455,11 @@ def test_a_run_context_sets_the_model(unconfigured_server: DevServer) -> None:
     thread = client.threads.create()
 
     output = client.runs.wait(
-        thread["thread_id"], GRAPH_ID, input={"messages": [{"role": "user", "content": TASK}]},
-        context={"model": f"scripted:{DEMO}"}, raise_error=False,
+        thread["thread_id"],
+        GRAPH_ID,
+        input={"messages": [{"role": "user", "content": TASK}]},
+        context={"model": f"scripted:{DEMO}"},
+        raise_error=False,
     )
 
     assert not (isinstance(output, dict) and "__error__" in output), (output, unconfigured_server.log_tail())

@@ -22,10 +22,6 @@ from scripting import act, call
 LEADER = "Team Leader"
 
 
-
-
-
-
 # --- resume in a new process -------------------------------------------------------
 
 # The team of the resume scenario, as a module both processes load. The leader
@@ -33,7 +29,7 @@ LEADER = "Team Leader"
 # messages were batched. Run as a script, it starts the thread and the process
 # dies (os._exit) when the leader is about to answer the engineer's question.
 TEAM_MODULE = textwrap.dedent(
-    '''
+    """
     import os, sys
 
     from langchain_core.messages import HumanMessage
@@ -101,7 +97,7 @@ TEAM_MODULE = textwrap.dedent(
             {"configurable": {"thread_id": "login"}},
         )
         sys.exit(0)  # not reached: the leader's step ends the process
-    '''
+    """
 )
 
 
@@ -144,9 +140,7 @@ def test_a_new_process_resumes_a_crashed_run_and_continues_the_thread(make_team,
     home = tmp_path / "home"
 
     # Process 1 starts the thread and dies in the middle of it.
-    first = subprocess.run(
-        [sys.executable, str(module_path), str(home)], capture_output=True, text=True, timeout=120
-    )
+    first = subprocess.run([sys.executable, str(module_path), str(home)], capture_output=True, text=True, timeout=120)
     assert first.returncode == 17, first.stderr[-3000:]
 
     # Process 2 (this one) opens a new Team over the same home and thread.
@@ -228,8 +222,10 @@ def test_a_second_user_message_continues_with_the_same_members(make_team):
         seen = "\n\n".join(str(m.content) for m in messages if isinstance(m, HumanMessage))
         if has_envelope(seen, title="Result", sender="UI Operator_1", id="out_3") and last.startswith("Result"):
             return "The login page is dark now."
-        if "Result from UI Operator_1" in seen and "Result from Researcher_1" in seen and not any(
-            isinstance(m, AIMessage) and m.content == "Login page designed." for m in messages
+        if (
+            "Result from UI Operator_1" in seen
+            and "Result from Researcher_1" in seen
+            and not any(isinstance(m, AIMessage) and m.content == "Login page designed." for m in messages)
         ):
             return "Login page designed."
         return ""
@@ -285,7 +281,7 @@ def _analyst_leader(messages):
             call("create_sub_agent", role_id="data-analyst", task="Check q2.csv."),
         )
     since = [str(m.content) for m in messages if isinstance(m, HumanMessage)]
-    since = "\n".join(since[since.index("Analyse Q2"):]) if "Analyse Q2" in since else ""
+    since = "\n".join(since[since.index("Analyse Q2") :]) if "Analyse Q2" in since else ""
     both = "Result from Data Analyst_1" in since and "Result from Data Analyst_2" in since
     if isinstance(last, HumanMessage) and both:
         return "Q2 done."
@@ -391,7 +387,11 @@ def test_every_model_call_carries_the_agent_and_role_metadata(make_team):
                     call("create_sub_agent", role_id="ui-operator", task="B"),
                     call("create_sub_agent", role_id="researcher", task="C"),
                 ),
-                "", "", "", "", "",
+                "",
+                "",
+                "",
+                "",
+                "",
                 "Done.",
             ],
             "UI Operator_1": [act(call("list_files")), "UI 1 done."],

@@ -20,14 +20,6 @@ from teamgraph.messaging import notices
 LEADER = "Team Leader"
 
 
-
-
-
-
-
-
-
-
 def busy(steps: int, final: str) -> list:
     """A member turn of ``steps`` tool steps, then a final answer."""
     return [act(call("list_files"))] * steps + [final]
@@ -183,7 +175,13 @@ def test_a_message_to_a_busy_member_lands_after_its_tool_results_before_its_next
     assert parsed(seen[0][-1].content) == env("Message", LEADER, "Message", "Use blue.")
     history = run.history("UI Operator_1")
     assert types(history) == [
-        "HumanMessage", "AIMessage", "ToolMessage", "HumanMessage", "AIMessage", "ToolMessage", "AIMessage",
+        "HumanMessage",
+        "AIMessage",
+        "ToolMessage",
+        "HumanMessage",
+        "AIMessage",
+        "ToolMessage",
+        "AIMessage",
     ]
     # Inline: the same turn went on, no new turn started.
     assert run.agents()["UI Operator_1"]["turn"] == 1
@@ -357,9 +355,7 @@ def test_two_members_asking_each_other_do_not_deadlock(run_team):
         }
     )
     results = [
-        str(m.content)
-        for name in ("UI Operator_1", "Researcher_1")
-        for m in run.tool_results(name, "ask_other_agent")
+        str(m.content) for name in ("UI Operator_1", "Researcher_1") for m in run.tool_results(name, "ask_other_agent")
     ]
     broken = [r for r in results if "deadlock" in r]
     assert len(broken) == 1

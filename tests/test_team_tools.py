@@ -200,7 +200,11 @@ def test_ask_sub_agent_blocks_one_round_and_the_member_reply_is_the_result(run_t
     assert not any(e["sender"] == "UI Operator_1" and e["title"] == "Result" for e in envelopes_in(run, LEADER))
     question = parsed(run.inbox_texts("UI Operator_1")[0])
     assert (question["title"], question["sender"], question["fields"]["id"], question["tag"], question["body"]) == (
-        "Question", LEADER, "ask_1", "Ask", "Which colour for the button?",
+        "Question",
+        LEADER,
+        "ask_1",
+        "Ask",
+        "Which colour for the button?",
     )
     request = run.requests()["ask_1"]
     assert (request["from"], request["to"], request["status"]) == (LEADER, "UI Operator_1", "answered")
@@ -226,7 +230,10 @@ def test_ask_master_and_answer_sub_agent_question(run_team):
 
     question = next(e for e in envelopes_in(run, LEADER) if e["tag"] == "Ask")
     assert (question["title"], question["sender"], question["fields"]["id"], question["body"]) == (
-        "Question", "Full-Stack Engineer_1", "ask_1", "JWT or session cookies?",
+        "Question",
+        "Full-Stack Engineer_1",
+        "ask_1",
+        "JWT or session cookies?",
     )
     assert "answer_sub_agent_question" in question["fields"]["respond"]
     assert run.tool_result(LEADER, "answer_sub_agent_question") == "Answered ask_1 (Full-Stack Engineer_1)."
@@ -487,7 +494,10 @@ def test_ask_other_agent_and_answer_other_agent_with_a_notice_to_the_leader(run_
 
     question = next(e for e in envelopes_in(run, "UI Operator_1") if e["tag"] == "Ask")
     assert (question["title"], question["sender"], question["fields"]["id"], question["body"]) == (
-        "Question", "UI Operator_2", "ask_1", "Which palette do you use?",
+        "Question",
+        "UI Operator_2",
+        "ask_1",
+        "Which palette do you use?",
     )
     assert "answer_other_agent" in question["fields"]["respond"]
     assert run.tool_result("UI Operator_1", "answer_other_agent") == "Answered ask_1 (UI Operator_2)."

@@ -36,6 +36,7 @@ from teamgraph.policy import Policy
 BUDGET_WARN_SHARE = 0.8
 """A WARN line once an agent's turn has used this share of ``Policy.max_turn_steps``."""
 
+
 class Cursor(TypedDict, total=False):
     """How far each source of the state has been logged (kept next to the log).
 
@@ -65,13 +66,21 @@ class Cursor(TypedDict, total=False):
 def new_cursor() -> Cursor:
     """A cursor before anything was logged."""
     return Cursor(
-        histories={}, user=0, messages=0, open_messages=[], requests=0, open_requests=[],
-        board={}, agents={}, budgets={},
+        histories={},
+        user=0,
+        messages=0,
+        open_messages=[],
+        requests=0,
+        open_requests=[],
+        board={},
+        agents={},
+        budgets={},
     )
 
 
-def history_events(agent: str, history: list[AnyMessage], start: int, *, now: str,
-                   requests: Mapping[str, Any], policy: Policy) -> tuple[list[LogEvent], int]:
+def history_events(
+    agent: str, history: list[AnyMessage], start: int, *, now: str, requests: Mapping[str, Any], policy: Policy
+) -> tuple[list[LogEvent], int]:
     """Events of ``history[start:]`` and the index up to which it is logged.
 
     An ``AIMessage`` whose tool calls are not all answered yet (a deferred call)
@@ -95,8 +104,11 @@ def history_events(agent: str, history: list[AnyMessage], start: int, *, now: st
         events.extend(tool_event(agent, c, results.get(c.get("id") or ""), now=now, requests=requests) for c in calls)
         if not calls and message.text.strip():
             receiver = USER if agent == LEADER else LEADER
-            events.append(LogEvent(time=now, sender=agent, receiver=receiver, kind="call",
-                                   content=f"reply: {message.text.strip()}"))
+            events.append(
+                LogEvent(
+                    time=now, sender=agent, receiver=receiver, kind="call", content=f"reply: {message.text.strip()}"
+                )
+            )
         events.extend(guard_events(agent, history, after, now=now, policy=policy))
         index = after
     return events, index
@@ -120,17 +132,24 @@ class EventDeriver:
         NOTE: the records (requests, messages, board, registry) were written by the
         router pass before the superstep whose steps the histories hold, so they come first.
         """
-        events = [*self.user(), *self.request_events(), *self.deliveries(), *self.board(), *self.registry(),
-                  *self.histories()]
+        events = [
+            *self.user(),
+            *self.request_events(),
+            *self.deliveries(),
+            *self.board(),
+            *self.registry(),
+            *self.histories(),
+        ]
         events.sort(key=lambda e: e.time)
         return events, self.cursor
 
     def user(self) -> Iterator[LogEvent]:
         messages = self.state.get("messages") or []
-        for message in messages[self.cursor["user"]:]:
+        for message in messages[self.cursor["user"] :]:
             if isinstance(message, HumanMessage):
-                yield LogEvent(time=self.now, sender=USER, receiver=LEADER, kind="task",
-                               content=f"task: {message.text}")
+                yield LogEvent(
+                    time=self.now, sender=USER, receiver=LEADER, kind="task", content=f"task: {message.text}"
+                )
         self.cursor["user"] = len(messages)
 
     def histories(self) -> Iterator[LogEvent]:
@@ -138,9 +157,17 @@ class EventDeriver:
             start = self.cursor["histories"].get(agent, 0)
             if start > len(history):
                 # NOTE: the history is shorter than what was logged (a fork or lost data)
-                yield LogEvent(time=self.now, sender=SYSTEM, receiver=agent, kind="call", result="failed",
-                               content=f"history of {agent} has {len(history)} messages, {start} were logged",
-                               level="CRITICAL", code="LOST_DATA", error="history shorter than the log")
+                yield LogEvent(
+                    time=self.now,
+                    sender=SYSTEM,
+                    receiver=agent,
+                    kind="call",
+                    result="failed",
+                    content=f"history of {agent} has {len(history)} messages, {start} were logged",
+                    level="CRITICAL",
+                    code="LOST_DATA",
+                    error="history shorter than the log",
+                )
                 start = len(history)
             events, self.cursor["histories"][agent] = history_events(
                 agent, history, start, now=self.now, requests=self.requests, policy=self.policy
@@ -171,8 +198,10 @@ class EventDeriver:
     def deliveries(self) -> Iterator[LogEvent]:
         records = self.state.get("deliveries") or {}
         counter = int((self.team.get("counters") or {}).get("message", 0))
-        candidates = [*self.cursor["open_messages"],
-                      *(f"msg_{n}" for n in range(self.cursor["messages"] + 1, counter + 1))]
+        candidates = [
+            *self.cursor["open_messages"],
+            *(f"msg_{n}" for n in range(self.cursor["messages"] + 1, counter + 1)),
+        ]
         still_open = []
         for message_id in candidates:
             record = records.get(message_id)
@@ -190,9 +219,11 @@ class EventDeriver:
                 continue
             self.cursor["board"][task["id"]] = status
             yield LogEvent(
-                time=self.now, sender=str(task.get("updated_by") or LEADER),
-                receiver=str(task.get("assignee") or task.get("role_id") or BOARD), kind="task",
-                content=f"{task['id']} \"{task.get('title', '')}\": {status}",
+                time=self.now,
+                sender=str(task.get("updated_by") or LEADER),
+                receiver=str(task.get("assignee") or task.get("role_id") or BOARD),
+                kind="task",
+                content=f'{task["id"]} "{task.get("title", "")}": {status}',
             )
 
     def registry(self) -> Iterator[LogEvent]:
@@ -204,7 +235,9 @@ class EventDeriver:
                     task = record.get("task")
                     yield LogEvent(
                         time=log_time(record.get("created_at"), self.now),
-                        sender=str(record.get("created_by") or SYSTEM), receiver=name, kind="task",
+                        sender=str(record.get("created_by") or SYSTEM),
+                        receiver=name,
+                        kind="task",
                         content=f"created {name} ({record['role']})" + (f": {task}" if task else ""),
                     )
             status = record.get("status")
@@ -214,9 +247,15 @@ class EventDeriver:
                 level = ENDED_STATUSES[status]
                 failed = level == "ERROR"
                 yield LogEvent(
-                    time=self.now, sender=SYSTEM, receiver=name, kind="task", content=f"{name} is {status}",
-                    result="failed" if failed else "success", level=level,
-                    code="AGENT_FAILED" if failed else "", error=str(record.get("last_action") or "") if failed else "",
+                    time=self.now,
+                    sender=SYSTEM,
+                    receiver=name,
+                    kind="task",
+                    content=f"{name} is {status}",
+                    result="failed" if failed else "success",
+                    level=level,
+                    code="AGENT_FAILED" if failed else "",
+                    error=str(record.get("last_action") or "") if failed else "",
                 )
             yield from self.budget(name, record)
 
@@ -226,13 +265,20 @@ class EventDeriver:
             return
         self.cursor["budgets"][name] = turn
         yield LogEvent(
-            time=self.now, sender=SYSTEM, receiver=name, kind="task", content=f"turn {turn}: {used} model calls",
-            level="WARN", code="BUDGET", error=f"{used} of {self.max_turn_steps} model calls of this turn used",
+            time=self.now,
+            sender=SYSTEM,
+            receiver=name,
+            kind="task",
+            content=f"turn {turn}: {used} model calls",
+            level="WARN",
+            code="BUDGET",
+            error=f"{used} of {self.max_turn_steps} model calls of this turn used",
         )
 
 
-def derive_events(state: Mapping[str, Any], cursor: Cursor, *, now: str,
-                  policy: Policy) -> tuple[list[LogEvent], Cursor]:
+def derive_events(
+    state: Mapping[str, Any], cursor: Cursor, *, now: str, policy: Policy
+) -> tuple[list[LogEvent], Cursor]:
     """The events that ``state`` adds to what ``cursor`` says was logged.
 
     Args:

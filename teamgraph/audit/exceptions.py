@@ -45,8 +45,16 @@ LOOP_WARNING, LOOP_STOP, FILE_FAILURES, SEND_TIMEOUTS = "loop_warning", "loop_st
 
 TRANSIENT_TYPES: tuple[type[BaseException], ...] = (TimeoutError, ConnectionError, InterruptedError, BlockingIOError)
 TRANSIENT_NAMES = frozenset(
-    {"TimeoutException", "ReadTimeout", "ConnectTimeout", "ConnectError", "APITimeoutError",
-     "APIConnectionError", "RateLimitError", "ServiceUnavailableError"}
+    {
+        "TimeoutException",
+        "ReadTimeout",
+        "ConnectTimeout",
+        "ConnectError",
+        "APITimeoutError",
+        "APIConnectionError",
+        "RateLimitError",
+        "ServiceUnavailableError",
+    }
 )
 """Exception class names (httpx, openai, ...) that are transient, matched along the class's MRO."""
 
@@ -218,7 +226,7 @@ def leader_notice(name: str, trigger: Trigger) -> str:
     """What the Team Leader is told when ``name`` triggers a rule."""
     texts = {
         LOOP_STOP: f"{name} made the same call {trigger.count} times in a row ({trigger.detail}): its turn was "
-                   "stopped (loop). Give it new instructions or another approach.",
+        "stopped (loop). Give it new instructions or another approach.",
         FILE_FAILURES: f"{name}: {trigger.count} file operations failed in a row. Check its paths or help it.",
         SEND_TIMEOUTS: f"{name}: {trigger.count} calls timed out in a row. The agents it calls may be stuck.",
     }
@@ -244,8 +252,10 @@ def guard_step(policy: Policy, name: str, history: Sequence[AnyMessage]) -> Step
     guard = StepGuard()
     for trigger in triggered(policy, name, history):
         if trigger.kind == LOOP_WARNING:
-            guard.note = (f"Warning: you made the same call {trigger.count} times in a row ({trigger.detail}). "
-                          f"Change your approach: at {policy.loop_stop} your turn is stopped.")
+            guard.note = (
+                f"Warning: you made the same call {trigger.count} times in a row ({trigger.detail}). "
+                f"Change your approach: at {policy.loop_stop} your turn is stopped."
+            )
             continue
         guard.effects.append(effects.deliver(to=LEADER, body=notice(leader_notice(name, trigger))))
         if trigger.kind == LOOP_STOP:

@@ -61,18 +61,24 @@ def message_row(agent: str, seq: int, message: AnyMessage) -> MessageRow:
     usage: Mapping[str, Any] = (message.usage_metadata or {}) if isinstance(message, AIMessage) else {}
     calls = [{"name": c["name"], "args": redact_value(c["args"])} for c in getattr(message, "tool_calls", [])]
     return MessageRow(
-        agent=agent, seq=seq, type=message.type, content=redact(message.text),
-        tool_calls=json.dumps(calls, ensure_ascii=False), tool_call_id=getattr(message, "tool_call_id", None),
+        agent=agent,
+        seq=seq,
+        type=message.type,
+        content=redact(message.text),
+        tool_calls=json.dumps(calls, ensure_ascii=False),
+        tool_call_id=getattr(message, "tool_call_id", None),
         status=getattr(message, "status", None) if isinstance(message, ToolMessage) else None,
-        input_tokens=int(usage.get("input_tokens", 0)), output_tokens=int(usage.get("output_tokens", 0)),
+        input_tokens=int(usage.get("input_tokens", 0)),
+        output_tokens=int(usage.get("output_tokens", 0)),
     )
 
 
 def _flat(record: Mapping[str, Any]) -> dict[str, Any]:
     """A record with nested values as JSON text (one SQLite column each), secrets masked."""
     clean = redact_value(dict(record))
-    return {k: json.dumps(v, ensure_ascii=False, default=str) if isinstance(v, dict | list) else v
-            for k, v in clean.items()}
+    return {
+        k: json.dumps(v, ensure_ascii=False, default=str) if isinstance(v, dict | list) else v for k, v in clean.items()
+    }
 
 
 def export_records(team: Any, config: RunnableConfig) -> ExportRecords:
@@ -93,18 +99,28 @@ def export_records(team: Any, config: RunnableConfig) -> ExportRecords:
     histories = values.get("histories", {})
     logged = read_log(team, config)
     if not logged:  # NOTE: the log is off (Policy.log=False): derive the same events from the state
-        logged, _ = derive_events(values, new_cursor(), now=team.runtime.clock.now().strftime(TIME_FORMAT),
-                                  policy=team.runtime.policy)
-    files = sorted({
-        str(call["args"].get("path")) for history in histories.values() for m in history
-        if isinstance(m, AIMessage) for call in m.tool_calls if call["name"] == "write_file"
-    })
+        logged, _ = derive_events(
+            values, new_cursor(), now=team.runtime.clock.now().strftime(TIME_FORMAT), policy=team.runtime.policy
+        )
+    files = sorted(
+        {
+            str(call["args"].get("path"))
+            for history in histories.values()
+            for m in history
+            if isinstance(m, AIMessage)
+            for call in m.tool_calls
+            if call["name"] == "write_file"
+        }
+    )
     return ExportRecords(
         thread=str(config["configurable"]["thread_id"]),
-        task=redact("\n\n".join(m.text for m in user)), report=redact(replies[-1].text if replies else ""),
+        task=redact("\n\n".join(m.text for m in user)),
+        report=redact(replies[-1].text if replies else ""),
         tokens=team_tokens(values, prices),
-        agents=[{"name": name, **_flat({k: v for k, v in rec.items() if k not in ("inbox", "waits")})}
-                for name, rec in agents.items()],
+        agents=[
+            {"name": name, **_flat({k: v for k, v in rec.items() if k not in ("inbox", "waits")})}
+            for name, rec in agents.items()
+        ],
         messages=[message_row(name, seq, m) for name, history in histories.items() for seq, m in enumerate(history)],
         requests=[_flat(r) for r in values.get("requests", {}).values()],
         deliveries=[_flat(d) for d in values.get("deliveries", {}).values()],
@@ -116,9 +132,22 @@ def export_records(team: Any, config: RunnableConfig) -> ExportRecords:
 def to_markdown(records: ExportRecords) -> str:
     """The thread as a Markdown document: task, report, conversations, requests, files, tokens."""
     tokens = records["tokens"]
-    lines = [f"# Thread {records['thread']}", "", "## Task", "", records["task"] or "-", "",
-             "## Report of the Team Leader", "", records["report"] or "-", "", "## Tokens", "",
-             "| agent | input | output | total | cost |", "|---|---|---|---|---|"]
+    lines = [
+        f"# Thread {records['thread']}",
+        "",
+        "## Task",
+        "",
+        records["task"] or "-",
+        "",
+        "## Report of the Team Leader",
+        "",
+        records["report"] or "-",
+        "",
+        "## Tokens",
+        "",
+        "| agent | input | output | total | cost |",
+        "|---|---|---|---|---|",
+    ]
     for agent in records["agents"]:
         usage = json.loads(agent["tokens"])
         lines.append(f"| {agent['name']} | {usage['input']} | {usage['output']} | {usage['total']} | {usage['cost']} |")
@@ -133,8 +162,11 @@ def to_markdown(records: ExportRecords) -> str:
             lines += [f"- calls `{c['name']}` `{json.dumps(c['args'], ensure_ascii=False)}`" for c in calls]
             lines += [""] if calls else []
     lines += ["## Requests", "", "| id | kind | from | to | status | answer |", "|---|---|---|---|---|---|"]
-    lines += [f"| {r['id']} | {r['kind']} | {r['from']} | {r.get('route') or r['to']} | {r['status']} | "
-              f"{' '.join(str(r.get('answer') or '').split())[:120]} |" for r in records["requests"]]
+    lines += [
+        f"| {r['id']} | {r['kind']} | {r['from']} | {r.get('route') or r['to']} | {r['status']} | "
+        f"{' '.join(str(r.get('answer') or '').split())[:120]} |"
+        for r in records["requests"]
+    ]
     lines += ["", "## Files", "", *(f"- `{path}`" for path in records["files"]), ""]
     return "\n".join(lines)
 
@@ -162,7 +194,9 @@ def _write_sqlite(records: ExportRecords, out: Path) -> None:
 
 
 WRITERS: dict[Format, Callable[[ExportRecords, Path], None]] = {
-    "md": _write_md, "json": _write_json, "sqlite": _write_sqlite,
+    "md": _write_md,
+    "json": _write_json,
+    "sqlite": _write_sqlite,
 }
 
 

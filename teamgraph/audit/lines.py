@@ -51,24 +51,47 @@ TOOL_KINDS: dict[str, Kind] = {
     **dict.fromkeys(("read_file", "write_file", "list_files"), "file"),
     **dict.fromkeys(
         (
-            "call_agent", "call_agents", "send_message_to_sub_agent", "ask_sub_agent",
-            "answer_sub_agent_question", "ask_master", "ask_other_agent", "answer_other_agent",
-            "send_message", "sessions_send", "sessions_spawn", "escalate_to_user", "ask_user",
-            "request_approval", "shutdown_request", "shutdown_response",
+            "call_agent",
+            "call_agents",
+            "send_message_to_sub_agent",
+            "ask_sub_agent",
+            "answer_sub_agent_question",
+            "ask_master",
+            "ask_other_agent",
+            "answer_other_agent",
+            "send_message",
+            "sessions_send",
+            "sessions_spawn",
+            "escalate_to_user",
+            "ask_user",
+            "request_approval",
+            "shutdown_request",
+            "shutdown_response",
         ),
         "call",
     ),
     **dict.fromkeys(
         (
-            "create_sub_agent", "create_custom_agent", "terminate_sub_agent", "stop_sub_agent",
-            "assign_agent_work", "update_task", "propose_plan", "review_plan", "submit_plan",
+            "create_sub_agent",
+            "create_custom_agent",
+            "terminate_sub_agent",
+            "stop_sub_agent",
+            "assign_agent_work",
+            "update_task",
+            "propose_plan",
+            "review_plan",
+            "submit_plan",
         ),
         "task",
     ),
 }
 FIXED_RECEIVERS = {
-    "ask_master": LEADER, "submit_plan": LEADER, "request_approval": LEADER,
-    "escalate_to_user": USER, "ask_user": USER, "propose_plan": USER,
+    "ask_master": LEADER,
+    "submit_plan": LEADER,
+    "request_approval": LEADER,
+    "escalate_to_user": USER,
+    "ask_user": USER,
+    "propose_plan": USER,
 }
 """Tools whose receiver is always the same."""
 TARGET_ARGS = ("display_name", "receiver", "receivers", "recipient", "to", "target", "sessionKey", "agent")
@@ -79,8 +102,10 @@ ANSWER_ARGS = ("question_id", "request_id")
 # Request ids are ``<prefix>_<n>`` with one counter for every kind (protocols/requests.py).
 REQUEST_PREFIXES = tuple(dict.fromkeys(ID_PREFIX.get(kind, kind) for kind in REQUEST_KINDS))
 REQUEST_RESULTS: dict[str, tuple[Result, Level, str]] = {
-    "answered": ("success", "INFO", ""), "approved": ("success", "INFO", ""),
-    "rejected": ("partial", "INFO", ""), "expired": ("failed", "WARN", "EXPIRED"),
+    "answered": ("success", "INFO", ""),
+    "approved": ("success", "INFO", ""),
+    "rejected": ("partial", "INFO", ""),
+    "expired": ("failed", "WARN", "EXPIRED"),
     "cancelled": ("failed", "WARN", "CANCELLED"),
 }
 DELIVERED = frozenset({"delivered", "read"})
@@ -112,14 +137,18 @@ def _receiver(tool: str, args: Any, requests: Mapping[str, Any]) -> str:
     return FILES if TOOL_KINDS.get(tool) == "file" else SYSTEM
 
 
-def tool_event(agent: str, call: Mapping[str, Any], result: ToolMessage | None, *, now: str,
-               requests: Mapping[str, Any]) -> LogEvent:
+def tool_event(
+    agent: str, call: Mapping[str, Any], result: ToolMessage | None, *, now: str, requests: Mapping[str, Any]
+) -> LogEvent:
     """The log line of one tool call and its result."""
     name = str(call.get("name") or "unknown")
     content = f"{name}({_args_text(call.get('args'))})"
     base = LogEvent(
-        time=now, sender=agent, receiver=_receiver(name, call.get("args"), requests),
-        kind=TOOL_KINDS.get(name, "tool"), content=content,
+        time=now,
+        sender=agent,
+        receiver=_receiver(name, call.get("args"), requests),
+        kind=TOOL_KINDS.get(name, "tool"),
+        content=content,
     )
     text = str(result.content) if result is not None else "no result"
     retries = (result.additional_kwargs.get(RETRIES_KEY) if result is not None else None) or []
@@ -130,14 +159,20 @@ def tool_event(agent: str, call: Mapping[str, Any], result: ToolMessage | None, 
     if text.startswith("Cancelled"):
         return _with(base, result="partial", level="WARN", code="CANCELLED", error=text)
     if retries:
-        return _with(base, level="WARN", code="RETRY", error=f"retried after {len(retries)} transient failure(s): "
-                     + "; ".join(retries))
+        return _with(
+            base,
+            level="WARN",
+            code="RETRY",
+            error=f"retried after {len(retries)} transient failure(s): " + "; ".join(retries),
+        )
     return base
 
 
 GUARD_LINES: dict[str, tuple[Level, str]] = {
-    LOOP_WARNING: ("WARN", "LOOP"), LOOP_STOP: ("ERROR", "LOOP_STOPPED"),
-    FILE_FAILURES: ("WARN", "FILE_FAILURES"), SEND_TIMEOUTS: ("WARN", "SEND_TIMEOUTS"),
+    LOOP_WARNING: ("WARN", "LOOP"),
+    LOOP_STOP: ("ERROR", "LOOP_STOPPED"),
+    FILE_FAILURES: ("WARN", "FILE_FAILURES"),
+    SEND_TIMEOUTS: ("WARN", "SEND_TIMEOUTS"),
 }
 """The level and code of each exception-policy rule's line."""
 
@@ -148,12 +183,20 @@ def guard_events(agent: str, history: list[AnyMessage], end: int, *, now: str, p
     for trigger in triggered(policy, agent, history, end):
         level, code = GUARD_LINES[trigger.kind]
         warned = trigger.kind == LOOP_WARNING
-        events.append(LogEvent(
-            time=now, sender=agent, receiver=agent if warned else LEADER, kind="call",
-            content=f"exception policy: {trigger.kind} ({trigger.count} in a row); "
-                    + ("agent warned" if warned else "Team Leader told"),
-            result="partial", level=level, code=code, error=trigger.detail or f"{trigger.count} in a row",
-        ))
+        events.append(
+            LogEvent(
+                time=now,
+                sender=agent,
+                receiver=agent if warned else LEADER,
+                kind="call",
+                content=f"exception policy: {trigger.kind} ({trigger.count} in a row); "
+                + ("agent warned" if warned else "Team Leader told"),
+                result="partial",
+                level=level,
+                code=code,
+                error=trigger.detail or f"{trigger.count} in a row",
+            )
+        )
     return events
 
 
@@ -171,8 +214,10 @@ def find_request(requests: Mapping[str, Any], number: int) -> dict[str, Any] | N
 def request_opened(record: Mapping[str, Any], now: str) -> LogEvent:
     """The line of a request being opened (a question, a plan, an approval, ...)."""
     return LogEvent(
-        time=log_time(record.get("opened_at"), now), sender=str(record["from"]),
-        receiver=str(record.get("route") or record["to"]), kind="call",
+        time=log_time(record.get("opened_at"), now),
+        sender=str(record["from"]),
+        receiver=str(record.get("route") or record["to"]),
+        kind="call",
         content=f"{record['id']} {record['kind']} opened: {record.get('body') or ''}",
     )
 
@@ -182,10 +227,15 @@ def request_closed(record: Mapping[str, Any], now: str) -> LogEvent:
     result, level, code = REQUEST_RESULTS.get(record["status"], ("success", "INFO", ""))
     answer = str(record.get("answer") or "")
     return LogEvent(
-        time=log_time(record.get("closed_at"), now), sender=str(record.get("route") or record["to"]),
-        receiver=str(record["from"]), kind="call",
+        time=log_time(record.get("closed_at"), now),
+        sender=str(record.get("route") or record["to"]),
+        receiver=str(record["from"]),
+        kind="call",
         content=f"{record['id']} {record['status']}" + ("" if code else f": {answer}"),
-        result=result, level=level, code=code, error=answer if code else "",
+        result=result,
+        level=level,
+        code=code,
+        error=answer if code else "",
     )
 
 
@@ -193,10 +243,17 @@ def delivery_event(record: Mapping[str, Any], now: str) -> LogEvent:
     """The line of a message that was delivered or bounced."""
     base = LogEvent(
         time=log_time(record.get("delivered_at") or record.get("sent_at"), now),
-        sender=str(record.get("sender")), receiver=str(record.get("to")), kind="call",
+        sender=str(record.get("sender")),
+        receiver=str(record.get("to")),
+        kind="call",
         content=f"message {record['id']} {record['status']}",
     )
     if record["status"] == "bounced":
-        return _with(base, result="failed", level="ERROR", code="BOUNCED",
-                     error=f"{record.get('to')} could not receive {record['id']}")
+        return _with(
+            base,
+            result="failed",
+            level="ERROR",
+            code="BOUNCED",
+            error=f"{record.get('to')} could not receive {record['id']}",
+        )
     return base

@@ -127,8 +127,7 @@ def _append(path: Path, lines: list[str]) -> int:
         return handle.tell()
 
 
-def append_events(folder: Path, project: str, thread: str, now: datetime,
-                  derive: Any) -> list[str]:
+def append_events(folder: Path, project: str, thread: str, now: datetime, derive: Any) -> list[str]:
     """Append the events ``derive(cursor)`` returns, with the advanced cursor, exactly once.
 
     Args:
@@ -155,8 +154,10 @@ def append_events(folder: Path, project: str, thread: str, now: datetime,
         if row is None or row[1] != today:
             rotation.maintain(folder, project, now.date())
             existing = {p.name for p in rotation.day_files(folder)}
-            db.executemany("DELETE FROM files WHERE name = ?", [(n,) for n, in db.execute("SELECT name FROM files")
-                                                                   if n not in existing])
+            db.executemany(
+                "DELETE FROM files WHERE name = ?",
+                [(n,) for (n,) in db.execute("SELECT name FROM files") if n not in existing],
+            )
         db.execute("INSERT OR REPLACE INTO cursors VALUES (?, ?, ?)", (thread, json.dumps(advanced), today))
     return lines
 
@@ -187,6 +188,7 @@ def write_committed(runtime: Any, state: Mapping[str, Any], config: RunnableConf
     thread = str(configurable.get("thread_id") or configurable[PROJECT_NAME_KEY])
     now = runtime.clock.now()
     stamp = now.strftime(TIME_FORMAT)
+
     def derive(cursor: Cursor) -> tuple[list[LogEvent], Cursor]:
         return derive_events(state, cursor, now=stamp, policy=runtime.policy)
 

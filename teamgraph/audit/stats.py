@@ -137,19 +137,24 @@ def team_stats(
         errors = [(tool, str(r.content) if r else "no result") for _, tool, r in outcomes if _is_error(r)]
         patterns.update(pattern(tool, text) for tool, text in errors)
         agents[name] = AgentStats(
-            role=str(record.get("role")), status=str(record.get("status")),
-            model_calls=sum(isinstance(m, AIMessage) for m in history), tool_calls=len(outcomes),
+            role=str(record.get("role")),
+            status=str(record.get("status")),
+            model_calls=sum(isinstance(m, AIMessage) for m in history),
+            tool_calls=len(outcomes),
             errors=len(errors),
             success_rate=round(1 - len(errors) / len(outcomes), 4) if outcomes else None,
-            tokens=tokens[name], recovery_calls=_recoveries(outcomes),
+            tokens=tokens[name],
+            recovery_calls=_recoveries(outcomes),
         )
     pairs: dict[tuple[str, str], PairStats] = {}
     events, _ = derive_events(values, new_cursor(), now="1970-01-01 00:00:00", policy=policy or Policy())
     for event in events:
         if event.kind != "call" or event.content.startswith("message msg_"):
             continue  # NOTE: deliveries repeat the calls that sent them
-        pair = pairs.setdefault((event.sender, event.receiver), PairStats(
-            sender=event.sender, receiver=event.receiver, count=0, success=0, failed=0))
+        pair = pairs.setdefault(
+            (event.sender, event.receiver),
+            PairStats(sender=event.sender, receiver=event.receiver, count=0, success=0, failed=0),
+        )
         pair["count"] += 1
         pair["success" if event.result == "success" else "failed"] += 1
     timings = [
@@ -158,7 +163,8 @@ def team_stats(
         if (seconds := _seconds(r.get("opened_at"), r.get("closed_at"))) is not None
     ]
     return TeamStats(
-        agents=agents, team=add_usage(tokens.values()),
+        agents=agents,
+        team=add_usage(tokens.values()),
         pairs=sorted(pairs.values(), key=lambda p: (-p["count"], p["sender"], p["receiver"])),
         failing_patterns=[{"pattern": p, "count": n} for p, n in patterns.most_common()],
         requests=timings,

@@ -86,9 +86,13 @@ def usage_of(messages: Iterable[AnyMessage], prices: Mapping[str, Price] | None 
         usage["calls"] += 1
         if prices and usage["cost"] is not None:
             price = price_of(prices, model_of(message))
-            usage["cost"] = None if price is None else usage["cost"] + (
-                meta.get("input_tokens", 0) * price["input"] + meta.get("output_tokens", 0) * price["output"]
-            ) / PER_TOKENS
+            usage["cost"] = (
+                None
+                if price is None
+                else usage["cost"]
+                + (meta.get("input_tokens", 0) * price["input"] + meta.get("output_tokens", 0) * price["output"])
+                / PER_TOKENS
+            )
     usage["total"] = usage["input"] + usage["output"]
     return usage
 
@@ -128,11 +132,15 @@ def check_prices(prices: Any) -> dict[str, Price]:
         raise TypeError(f"prices= must be a mapping like {example}, got {prices!r}.")
     table: dict[str, Price] = {}
     for model, price in prices.items():
-        if not isinstance(price, Mapping) or set(price) != {"input", "output"} or not all(
-            isinstance(v, int | float) and v >= 0 for v in price.values()
+        if (
+            not isinstance(price, Mapping)
+            or set(price) != {"input", "output"}
+            or not all(isinstance(v, int | float) and v >= 0 for v in price.values())
         ):
-            raise ValueError(f"prices[{model!r}] must be {{'input': number >= 0, 'output': number >= 0}}; "
-                             f"got {price!r}. Example: {example}.")
+            raise ValueError(
+                f"prices[{model!r}] must be {{'input': number >= 0, 'output': number >= 0}}; "
+                f"got {price!r}. Example: {example}."
+            )
         table[str(model)] = Price(input=float(price["input"]), output=float(price["output"]))
     return table
 

@@ -83,8 +83,12 @@ def hold_thread(home: Path, thread_id: str) -> Iterator[None]:
                 f"(since {holder.get('since')}). Wait for that run to end or stop it; if that process is gone "
                 f"for good, delete {path}."
             )
-        record = {"thread_id": thread_id, "pid": os.getpid(), "host": socket.gethostname(),
-                  "since": datetime.now(UTC).isoformat(timespec="seconds")}
+        record = {
+            "thread_id": thread_id,
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "since": datetime.now(UTC).isoformat(timespec="seconds"),
+        }
         path.write_text(json.dumps(record), encoding="utf-8")
         _HELD.add(str(path))
     try:

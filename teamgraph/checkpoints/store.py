@@ -94,8 +94,7 @@ def _open_postgres(url: str) -> BaseCheckpointSaver:
         from psycopg.rows import dict_row
     except ImportError as e:
         raise ImportError(
-            "A PostgreSQL database needs langgraph-checkpoint-postgres and psycopg: "
-            "pip install 'teamgraph[postgres]'."
+            "A PostgreSQL database needs langgraph-checkpoint-postgres and psycopg: pip install 'teamgraph[postgres]'."
         ) from e
     try:
         # NOTE: the settings PostgresSaver.from_conn_string uses: autocommit (each

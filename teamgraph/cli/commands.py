@@ -249,8 +249,11 @@ def resume(
     out = session.out
     if not is_unfinished(session.graph.get_state(session.config)):
         out.print(
-            Text(f"Thread {thread} is finished: nothing to resume. Give it a new task with "
-                 f'teamgraph run --thread {thread} "..."', style="yellow"),
+            Text(
+                f"Thread {thread} is finished: nothing to resume. Give it a new task with "
+                f'teamgraph run --thread {thread} "..."',
+                style="yellow",
+            ),
             soft_wrap=True,
         )
         session.summary()
@@ -347,8 +350,14 @@ def roles_list(
         return
     roles = _load_roles(roles_dir, home)
     rows = [
-        [role.id, role.name, role.level, ", ".join(role.tools), role.description,
-         role.source if role.source == "builtin" else display_path(Path(role.source))]
+        [
+            role.id,
+            role.name,
+            role.level,
+            ", ".join(role.tools),
+            role.description,
+            role.source if role.source == "builtin" else display_path(Path(role.source)),
+        ]
         for role in roles.values()
     ]
     out = console()

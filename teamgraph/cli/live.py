@@ -197,7 +197,8 @@ class TeamView:
         width = options.max_width
         total = sum(self.tokens.values())
         head = Text.assemble(
-            ("teamgraph", "bold"), f" · thread {self.thread} · step {self.tick} · {self.elapsed:.0f}s",
+            ("teamgraph", "bold"),
+            f" · thread {self.thread} · step {self.tick} · {self.elapsed:.0f}s",
             f" · {total:,} tokens" if total else "",
         )
         if self.stopping:
@@ -217,8 +218,12 @@ class TeamView:
         yield fit_table(AGENT_COLUMNS, rows, width=width)
         if self.board:
             board: list[list[str | Text]] = [
-                [str(t.get("id", "")), status_text(str(t.get("status", ""))), str(t.get("assignee") or "-"),
-                 str(t.get("title", ""))]
+                [
+                    str(t.get("id", "")),
+                    status_text(str(t.get("status", ""))),
+                    str(t.get("assignee") or "-"),
+                    str(t.get("title", "")),
+                ]
                 for t in self.board
             ]
             yield fit_table(BOARD_COLUMNS, board, width=width, title="Task board")
@@ -249,9 +254,7 @@ class Session:
         self.out = console()
         self.interactive = sys.stdin is not None and sys.stdin.isatty()
         self.resume_hint = resume_command(thread, home)
-        self.answerer = Answerer(
-            self.out, thread, answers, resume_hint=self.resume_hint, interactive=self.interactive
-        )
+        self.answerer = Answerer(self.out, thread, answers, resume_hint=self.resume_hint, interactive=self.interactive)
 
     def values(self) -> dict[str, Any]:
         """The thread's state values now (empty for a new thread)."""

@@ -135,9 +135,7 @@ def _shorten(cell: Cell, width: int) -> Cell:
     return text if cell_len(text) <= width else clip(text, max(width, 1))
 
 
-def fit_table(
-    columns: list[Column], rows: list[list[Cell]], *, width: int, title: str | None = None
-) -> Table:
+def fit_table(columns: list[Column], rows: list[list[Cell]], *, width: int, title: str | None = None) -> Table:
     """A table no wider than ``width``: names, ids and statuses whole, free text shortened.
 
     Args:

@@ -51,8 +51,14 @@ def stats_tables(stats: TeamStats) -> list[Table]:
     for name, row in stats["agents"].items():
         tokens = row["tokens"]
         agents.add_row(
-            name, str(row["model_calls"]), str(row["tool_calls"]), str(row["errors"]), _rate(row["success_rate"]),
-            str(tokens["input"]), str(tokens["output"]), _cost(tokens["cost"]),
+            name,
+            str(row["model_calls"]),
+            str(row["tool_calls"]),
+            str(row["errors"]),
+            _rate(row["success_rate"]),
+            str(tokens["input"]),
+            str(tokens["output"]),
+            _cost(tokens["cost"]),
         )
     team = stats["team"]
     agents.add_row("team", "", "", "", "", str(team["input"]), str(team["output"]), _cost(team["cost"]), style="bold")

@@ -98,8 +98,14 @@ def print_summary(out: Console, team: Any, graph: Any, thread: str) -> None:
         out.print(Text("The Team Leader has not reported yet.", style="yellow"))
 
     rows: list[list[Cell]] = [
-        [name, str(rec.get("role", "")), status_text(rec.get("status", "")), str(rec.get("steps", 0)),
-         str(rec.get("tool_calls", 0)), str(rec.get("last_action") or "")]
+        [
+            name,
+            str(rec.get("role", "")),
+            status_text(rec.get("status", "")),
+            str(rec.get("steps", 0)),
+            str(rec.get("tool_calls", 0)),
+            str(rec.get("last_action") or ""),
+        ]
         for name, rec in agents.items()
     ]
     out.print(fit_table(AGENT_COLUMNS, rows, width=out.width, title="Who did what"))
@@ -107,8 +113,13 @@ def print_summary(out: Console, team: Any, graph: Any, thread: str) -> None:
 
     if requests:
         rrows = [
-            [rid, str(r.get("kind", "")), f"{r.get('from')} → {recipient(r)}", status_text(r.get("status", "")),
-             _question_and_answer(r)]
+            [
+                rid,
+                str(r.get("kind", "")),
+                f"{r.get('from')} → {recipient(r)}",
+                status_text(r.get("status", "")),
+                _question_and_answer(r),
+            ]
             for rid, r in requests.items()
         ]
         out.print(fit_table(REQUEST_COLUMNS, rrows, width=out.width, title="Requests"))

@@ -33,9 +33,7 @@ def model_spec(model: str | None) -> str:
     return spec
 
 
-def make_policy(
-    *, base: Mapping[str, Any] | None = None, no_plan: bool = False, settings: Iterable[str] | None = None
-):
+def make_policy(*, base: Mapping[str, Any] | None = None, no_plan: bool = False, settings: Iterable[str] | None = None):
     """A Policy from the CLI's defaults, ``base`` (saved or the demo's), and the flags.
 
     The CLI makes the Team Leader get its plan approved first (``require_plan``)

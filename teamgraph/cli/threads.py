@@ -212,13 +212,15 @@ def threads_table(team: Any, ids: Iterable[str], *, width: int = 160) -> Table:
             continue
         messages = snapshot.values.get("messages") or []
         task = next((m.content for m in messages if getattr(m, "type", "") == "human"), "")
-        rows.append([
-            thread,
-            str(snapshot.created_at or "")[:19].replace("T", " "),
-            str(len(snapshot.values.get("agents") or {})),
-            thread_state(snapshot),
-            str(task),
-        ])
+        rows.append(
+            [
+                thread,
+                str(snapshot.created_at or "")[:19].replace("T", " "),
+                str(len(snapshot.values.get("agents") or {})),
+                thread_state(snapshot),
+                str(task),
+            ]
+        )
     return fit_table(THREAD_COLUMNS, rows, width=width, title=f"Threads in {store_label(team.home)}")
 
 

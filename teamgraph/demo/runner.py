@@ -88,14 +88,10 @@ def demo_team(
     )
 
 
-def run_demo(
-    home: str | Path = DEFAULT_HOME, *, thread_id: str | None = None
-) -> tuple[Team, RunnableConfig]:
+def run_demo(home: str | Path = DEFAULT_HOME, *, thread_id: str | None = None) -> tuple[Team, RunnableConfig]:
     """Run the demo to its end (no live view) and return the team and the thread's config."""
     team = demo_team(home)
     graph = team.compile()
-    config: RunnableConfig = {
-        "configurable": {"thread_id": thread_id or new_thread_id(team.db_path)}
-    }
+    config: RunnableConfig = {"configurable": {"thread_id": thread_id or new_thread_id(team.db_path)}}
     graph.invoke({"messages": [("user", DEMO_TASK)]}, config)
     return team, config

@@ -55,8 +55,14 @@ def add_task(
     for dep in depends_on:
         find(board, dep)
     task = Task(
-        id=next_id(board), title=title, role_id=None, assignee=assignee, priority=priority,
-        depends_on=list(depends_on), status="todo", updated_by=by,
+        id=next_id(board),
+        title=title,
+        role_id=None,
+        assignee=assignee,
+        priority=priority,
+        depends_on=list(depends_on),
+        status="todo",
+        updated_by=by,
     )
     if _waiting(board, task):
         task["status"] = "blocked"
@@ -64,8 +70,13 @@ def add_task(
 
 
 def update_task(
-    board: Sequence[Task], task_id: str, *, by: str, status: str | None = None,
-    priority: str | None = None, note: str | None = None,
+    board: Sequence[Task],
+    task_id: str,
+    *,
+    by: str,
+    status: str | None = None,
+    priority: str | None = None,
+    note: str | None = None,
 ) -> list[Task]:
     """The board with one task's status, priority or note changed (dependants unblocked when done)."""
     check(status=status, priority=priority)
@@ -110,13 +121,19 @@ def work_event(board: Sequence[Task], *, agent: str, role_id: str, event: WorkEv
     if event == "started":
         if any(t.get("assignee") == agent and t["status"] == "in_progress" for t in board):
             return list(board)
-        mine = [t for t in board if t["status"] == "todo" and not _waiting(board, t) and (
-            t.get("assignee") == agent or (not t.get("assignee") and t.get("role_id") == role_id))]
+        mine = [
+            t
+            for t in board
+            if t["status"] == "todo"
+            and not _waiting(board, t)
+            and (t.get("assignee") == agent or (not t.get("assignee") and t.get("role_id") == role_id))
+        ]
         if not mine:
             return list(board)
         # NOTE: a task assigned to the member by name comes before one it would claim for its role.
-        first = min(mine, key=lambda t: (
-            t.get("assignee") != agent, -PRIORITIES.index(t.get("priority", "normal")), t["id"]))
+        first = min(
+            mine, key=lambda t: (t.get("assignee") != agent, -PRIORITIES.index(t.get("priority", "normal")), t["id"])
+        )
         return [
             Task(**{**t, "status": "in_progress", "assignee": agent, "updated_by": by}) if t is first else t
             for t in board
@@ -124,7 +141,8 @@ def work_event(board: Sequence[Task], *, agent: str, role_id: str, event: WorkEv
     final = "done" if event == "ended" else "failed"
     out = [
         Task(**{**t, "status": final, "updated_by": by})
-        if t.get("assignee") == agent and t["status"] == "in_progress" else t
+        if t.get("assignee") == agent and t["status"] == "in_progress"
+        else t
         for t in board
     ]
     return unblock(out)
@@ -148,8 +166,11 @@ ACTIVE = BUSY
 
 
 def follow_work(
-    board: Sequence[Task], before: Mapping[str, Mapping[str, Any]], after: Mapping[str, Mapping[str, Any]],
-    *, leader: str = "Team Leader",
+    board: Sequence[Task],
+    before: Mapping[str, Mapping[str, Any]],
+    after: Mapping[str, Mapping[str, Any]],
+    *,
+    leader: str = "Team Leader",
 ) -> list[Task]:
     """The board after one router pass, from the registry before and after it (``work_event`` per member).
 

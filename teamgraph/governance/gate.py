@@ -44,7 +44,9 @@ def call_context(runtime: TeamRuntime, view: TeamView, config: Mapping[str, Any]
     """Who calls and in which project folder (what an executor may rely on later)."""
     record = view.agents.get(view.caller)
     return CallContext(
-        caller=view.caller, role=record["role"] if record else "", project_dir=str(runtime.project_folder(config)),
+        caller=view.caller,
+        role=record["role"] if record else "",
+        project_dir=str(runtime.project_folder(config)),
         roles_in_use=roles_in_use(view.agents),
     )
 

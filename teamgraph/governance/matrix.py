@@ -26,15 +26,32 @@ PERMISSIONS_FILE = "permissions.yaml"
 
 SET_TOOLS: dict[str, tuple[str, ...]] = {
     "leader": (
-        "create_sub_agent", "terminate_sub_agent", "stop_sub_agent", "send_message_to_sub_agent", "ask_sub_agent",
-        "answer_sub_agent_question", "create_custom_agent", "list_agents", "list_active_sub_agents",
-        "get_sub_agent_status", "sleep",
+        "create_sub_agent",
+        "terminate_sub_agent",
+        "stop_sub_agent",
+        "send_message_to_sub_agent",
+        "ask_sub_agent",
+        "answer_sub_agent_question",
+        "create_custom_agent",
+        "list_agents",
+        "list_active_sub_agents",
+        "get_sub_agent_status",
+        "sleep",
     ),
     "member": ("ask_master", "ask_other_agent", "answer_other_agent"),
     "files": ("read_file", "write_file", "list_files"),
     "protocols": (
-        "propose_plan", "review_plan", "shutdown_request", "check_shutdown_status", "escalate_to_user", "ask_user",
-        "submit_plan", "shutdown_response", "request_approval", "update_task", "send_message",
+        "propose_plan",
+        "review_plan",
+        "shutdown_request",
+        "check_shutdown_status",
+        "escalate_to_user",
+        "ask_user",
+        "submit_plan",
+        "shutdown_response",
+        "request_approval",
+        "update_task",
+        "send_message",
     ),
     "collaboration": ("call_agent", "call_agents", "assign_agent_work"),
     "sessions": ("sessions_list", "sessions_send", "sessions_spawn"),
@@ -43,7 +60,11 @@ SET_TOOLS: dict[str, tuple[str, ...]] = {
     "skill_admin": ("create_skill", "set_skill", "delete_skill", "endow_skills"),
     "tasks": ("list_tasks", "create_task", "set_task_status", "set_task_priority"),
     "admin": (
-        "list_agents", "get_sub_agent_status", "get_agent_config", "set_agent_config", "delete_agent",
+        "list_agents",
+        "get_sub_agent_status",
+        "get_agent_config",
+        "set_agent_config",
+        "delete_agent",
         "set_permissions",
     ),
     "commands": ("run_command",),
@@ -53,25 +74,50 @@ SET_TOOLS: dict[str, tuple[str, ...]] = {
 CONDITION_NAMES = ("always", "high_risk_skill", "core_config", "command_not_allowed")
 """The ``when`` of a sensitive operation (``governance.operations.CONDITIONS`` implements them)."""
 GOVERNED_TOOLS = (
-    "create_skill", "set_skill", "delete_skill", "run_command", "set_agent_config", "delete_agent",
-    "create_custom_agent", "set_permissions",
+    "create_skill",
+    "set_skill",
+    "delete_skill",
+    "run_command",
+    "set_agent_config",
+    "delete_agent",
+    "create_custom_agent",
+    "set_permissions",
 )
 """Tools whose act can wait for an approval (``governance.operations.EXECUTORS`` performs them)."""
 
 DEFAULT_MATRIX: dict[str, Any] = {
     "tool_sets": {
-        "leader": "L1", "member": "L4", "files": "L4", "protocols": "L4", "collaboration": "L4", "sessions": "L4",
-        "teammates": "L4", "skills": "L4", "skill_admin": "L1", "tasks": "L2", "admin": "L2", "commands": "L3",
+        "leader": "L1",
+        "member": "L4",
+        "files": "L4",
+        "protocols": "L4",
+        "collaboration": "L4",
+        "sessions": "L4",
+        "teammates": "L4",
+        "skills": "L4",
+        "skill_admin": "L1",
+        "tasks": "L2",
+        "admin": "L2",
+        "commands": "L3",
     },
     "tools": {
-        "assign_agent_work": "L1", "list_tasks": "L4", "spawn_teammate": "L1",
-        "create_task": "L2", "set_task_status": "L2", "set_task_priority": "L2",
-        "get_agent_config": "L2", "list_agents": "L2", "get_sub_agent_status": "L2",
-        "set_agent_config": "L1", "delete_agent": "L1", "set_permissions": "L1",
+        "assign_agent_work": "L1",
+        "list_tasks": "L4",
+        "spawn_teammate": "L1",
+        "create_task": "L2",
+        "set_task_status": "L2",
+        "set_task_priority": "L2",
+        "get_agent_config": "L2",
+        "list_agents": "L2",
+        "get_sub_agent_status": "L2",
+        "set_agent_config": "L1",
+        "delete_agent": "L1",
+        "set_permissions": "L1",
     },
     "roles": {
         "team-leader": {
-            "deny": ["run_command"], "resources": ["all project files"],
+            "deny": ["run_command"],
+            "resources": ["all project files"],
             "constraint": "does not execute technical tasks itself",
         },
         "project-manager": {
@@ -83,20 +129,25 @@ DEFAULT_MATRIX: dict[str, Any] = {
         "task-manager": {
             "grant": ["tasks", "assign_agent_work"],
             "deny": ["create_skill", "set_skill", "delete_skill", "endow_skills"],
-            "resources": ["the task board"], "constraint": "does not change skill configuration",
+            "resources": ["the task board"],
+            "constraint": "does not change skill configuration",
         },
         "skill-teacher": {
-            "grant": ["skill_admin"], "deny": ["set_agent_config", "delete_agent", "set_permissions"],
-            "resources": ["skill files", "prompt files"], "constraint": "does not change core configuration",
+            "grant": ["skill_admin"],
+            "deny": ["set_agent_config", "delete_agent", "set_permissions"],
+            "resources": ["skill files", "prompt files"],
+            "constraint": "does not change core configuration",
         },
         "tool-maker": {
             "deny": ["set_agent_config", "delete_agent"],
-            "resources": ["the tool code base"], "constraint": "does not change agent configuration",
+            "resources": ["the tool code base"],
+            "constraint": "does not change agent configuration",
         },
         "hr-manager": {
             "grant": ["admin"],
             "deny": ["create_skill", "set_skill", "delete_skill", "set_permissions", "run_command"],
-            "resources": ["agent configuration"], "constraint": "does not change skill content",
+            "resources": ["agent configuration"],
+            "constraint": "does not change skill content",
         },
         "full-stack-engineer": {"grant": ["commands"]},
         "code-reviewer": {"grant": ["commands"]},
@@ -106,7 +157,8 @@ DEFAULT_MATRIX: dict[str, Any] = {
         "delete_agent": {"tools": ["delete_agent"]},
         "create_high_risk_skill": {"tools": ["create_skill", "set_skill"], "when": "high_risk_skill"},
         "change_core_config": {
-            "tools": ["set_agent_config", "create_custom_agent", "set_permissions"], "when": "core_config",
+            "tools": ["set_agent_config", "create_custom_agent", "set_permissions"],
+            "when": "core_config",
         },
         "run_unlisted_command": {"tools": ["run_command"], "when": "command_not_allowed"},
     },
@@ -237,8 +289,10 @@ def refusal(matrix: PermissionMatrix, role: Role, agent: str, tool: str) -> str 
     if may_call(matrix, role, tool):
         return None
     rule = matrix.roles.get(role.id, RoleRule())
-    why = f"the matrix denies it to {role.id} ({rule.constraint})" if _matches(rule.deny, tool) else (
-        f"it needs level {tool_level(matrix, tool)}"
+    why = (
+        f"the matrix denies it to {role.id} ({rule.constraint})"
+        if _matches(rule.deny, tool)
+        else (f"it needs level {tool_level(matrix, tool)}")
     )
     return (
         f"permission denied: {agent} ({role.id}, level {role.level}) may not call {tool}: {why}. "
@@ -311,14 +365,15 @@ def apply_override(matrix: PermissionMatrix, where: str, source: Any) -> Permiss
     unknown = sorted(set(source) - set(DEFAULT_MATRIX))
     if unknown:
         raise PermissionsError(
-            f"{where}: unknown section(s) {', '.join(map(str, unknown))}. "
-            f"Fix: use only {', '.join(DEFAULT_MATRIX)}."
+            f"{where}: unknown section(s) {', '.join(map(str, unknown))}. Fix: use only {', '.join(DEFAULT_MATRIX)}."
         )
     try:
         return matrix.merged(source)
     except (ValidationError, ValueError) as exc:
-        raise PermissionsError(f"{where}: {_problem(exc)}. Fix: levels are {', '.join(LEVELS)}; "
-                               "see DEFAULT_MATRIX in teamgraph/governance/matrix.py for the shape.") from None
+        raise PermissionsError(
+            f"{where}: {_problem(exc)}. Fix: levels are {', '.join(LEVELS)}; "
+            "see DEFAULT_MATRIX in teamgraph/governance/matrix.py for the shape."
+        ) from None
 
 
 def _problem(exc: Exception) -> str:

@@ -99,8 +99,11 @@ def _create_skill(runtime: TeamRuntime, args: dict[str, Any], ctx: CallContext) 
     if skills.skill_path(runtime.home, name).is_file():
         raise skills.SkillError(f"Skill '{name}' already exists; change it with set_skill.")
     skill = skills.Skill(
-        name=name, description=args["description"], risk=args.get("risk") or "normal",
-        meta={"author": ctx["caller"]}, body=args["body"],
+        name=name,
+        description=args["description"],
+        risk=args.get("risk") or "normal",
+        meta={"author": ctx["caller"]},
+        body=args["body"],
     )
     path = skills.write_skill(runtime.home, skill)
     return f"Skill '{name}' created ({path}). Give it to agents with endow_skills."
@@ -157,9 +160,7 @@ EXECUTORS: dict[str, Executor] = {
     "set_agent_config": lambda runtime, args, ctx: admin.set_agent_config(
         runtime, args["role_id"], args["field"], args["value"]
     ),
-    "delete_agent": lambda runtime, args, ctx: admin.delete_role(
-        runtime, args["role_id"], ctx.get("roles_in_use", [])
-    ),
+    "delete_agent": lambda runtime, args, ctx: admin.delete_role(runtime, args["role_id"], ctx.get("roles_in_use", [])),
     "create_custom_agent": lambda runtime, args, ctx: admin.create_role(runtime, args),
     "set_permissions": _set_permissions,
 }
@@ -185,7 +186,11 @@ def perform(runtime: TeamRuntime, tool: str, args: dict[str, Any], ctx: CallCont
 
 
 def execute_approved(
-    runtime: TeamRuntime, record: Mapping[str, Any], verdict: str, *, approved: bool,
+    runtime: TeamRuntime,
+    record: Mapping[str, Any],
+    verdict: str,
+    *,
+    approved: bool,
     agents: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> str:
     """The result an approval request's waiting call gets (the router calls this on a decision).
@@ -217,6 +222,13 @@ def is_governed(record: Mapping[str, Any]) -> bool:
 
 
 __all__ = [
-    "CONDITIONS", "EXECUTORS", "CallContext", "GovernedCall", "Operation", "dump_matrix", "execute_approved",
-    "is_governed", "perform",
+    "CONDITIONS",
+    "EXECUTORS",
+    "CallContext",
+    "GovernedCall",
+    "Operation",
+    "dump_matrix",
+    "execute_approved",
+    "is_governed",
+    "perform",
 ]

@@ -76,8 +76,7 @@ def build_team_graph(runtime: TeamRuntime, *, checkpointer: Any = None) -> Compi
     def route(state: dict[str, Any]) -> list[Send | str] | str:
         agents, team = state["agents"], state["team"]
         targets: list[Send | str] = [
-            Send(nodes.get(agents[name]["role"], GENERIC_MEMBER_NODE), {"agent": name})
-            for name in team["scheduled"]
+            Send(nodes.get(agents[name]["role"], GENERIC_MEMBER_NODE), {"agent": name}) for name in team["scheduled"]
         ]
         if team.get("human"):
             targets.append(HUMAN_NODE)

@@ -83,7 +83,7 @@ class ModelNotConfiguredError(RuntimeError):
             f"  - {ENV_VAR}=anthropic:<model>, ollama:<model>, ... (any provider of "
             "langchain's init_chat_model, its package installed);\n"
             f"  - {ENV_VAR}=scripted:<path.yaml> to replay a scripted team;\n"
-            "  - pass model= to Team, e.g. Team(model=\"openai:gpt-4o-mini\");\n"
+            '  - pass model= to Team, e.g. Team(model="openai:gpt-4o-mini");\n'
             "  - or try `teamgraph demo`."
         )
 
@@ -229,9 +229,7 @@ def _openai(name: str, *, thinking_mode: str) -> BaseChatModel:
 
 
 @functools.lru_cache(maxsize=64)
-def _build_openai(
-    name: str, reasoning_effort: str | None, api_key: str | None, base_url: str | None
-) -> BaseChatModel:
+def _build_openai(name: str, reasoning_effort: str | None, api_key: str | None, base_url: str | None) -> BaseChatModel:
     # Imported here so scripted-only use does not pay for the OpenAI SDK import.
     from teamgraph.models.openai import TeamChatOpenAI
 

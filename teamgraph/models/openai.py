@@ -20,9 +20,7 @@ from teamgraph.models.arguments import NOT_AN_OBJECT, non_object_kind
 class TeamChatOpenAI(ChatOpenAI):
     """ChatOpenAI whose non-object tool arguments become invalid tool calls, not an exception."""
 
-    def _create_chat_result(
-        self, response: dict | openai.BaseModel, generation_info: dict | None = None
-    ) -> ChatResult:
+    def _create_chat_result(self, response: dict | openai.BaseModel, generation_info: dict | None = None) -> ChatResult:
         if isinstance(response, openai.BaseModel):
             response = response.model_dump(exclude={"choices": {"__all__": {"message": {"parsed"}}}}, warnings=False)
         bad: dict[int, list[InvalidToolCall]] = {}

@@ -116,9 +116,7 @@ class ScriptedChatModel(BaseChatModel):
     latency: float = Field(default=0.0, ge=0.0)
     """Seconds to wait before each answer, to imitate a real model in benchmarks."""
 
-    def __init__(
-        self, script: Mapping[str, Any] | str | Path | None = None, /, **kwargs: Any
-    ) -> None:
+    def __init__(self, script: Mapping[str, Any] | str | Path | None = None, /, **kwargs: Any) -> None:
         """Create the model.
 
         Args:
@@ -146,13 +144,11 @@ class ScriptedChatModel(BaseChatModel):
             raise ValueError(f"ScriptedChatModel: cannot read script file {path}: {e}") from e
         except yaml.YAMLError as e:
             raise ValueError(
-                f"ScriptedChatModel: script file {path} is not valid YAML ({e}); "
-                f"expected {expected}."
+                f"ScriptedChatModel: script file {path} is not valid YAML ({e}); expected {expected}."
             ) from e
         if not isinstance(loaded, dict):
             raise ValueError(
-                f"ScriptedChatModel: script file {path} holds a "
-                f"{type(loaded).__name__}; expected {expected}."
+                f"ScriptedChatModel: script file {path} holds a {type(loaded).__name__}; expected {expected}."
             )
         return loaded
 
@@ -359,17 +355,13 @@ def _caller(
     return str(kwargs.get(AGENT_KEY) or LEADER)
 
 
-def _to_message(
-    turn: Any, *, messages: list[BaseMessage], agent: str, number: int
-) -> AIMessage:
+def _to_message(turn: Any, *, messages: list[BaseMessage], agent: str, number: int) -> AIMessage:
     """Turn one script entry into the `AIMessage` the model answers."""
     where = f"ScriptedChatModel: turn {number} of agent {agent!r}"
     if callable(turn):
         turn = turn(list(messages))
         if callable(turn):
-            raise TypeError(
-                f"{where}: its callable returned another callable; return {_ALLOWED}."
-            )
+            raise TypeError(f"{where}: its callable returned another callable; return {_ALLOWED}.")
     if isinstance(turn, str):
         return AIMessage(content=turn)
     if isinstance(turn, AIMessage):
@@ -383,22 +375,15 @@ def _from_dict(turn: dict[str, Any], *, where: str, agent: str, number: int) -> 
     """Build an `AIMessage` from `{"content": ..., "tool_calls": [...]}`."""
     unknown = sorted(set(turn) - {"content", "tool_calls"})
     if unknown:
-        raise TypeError(
-            f"{where} has unknown keys {unknown}; "
-            "a dict turn takes 'content' and 'tool_calls'."
-        )
+        raise TypeError(f"{where} has unknown keys {unknown}; a dict turn takes 'content' and 'tool_calls'.")
     calls = turn.get("tool_calls") or []
     if not isinstance(calls, list):
-        raise TypeError(
-            f"{where}: 'tool_calls' must be a list of {{'name': ..., 'args': {{...}}}}."
-        )
+        raise TypeError(f"{where}: 'tool_calls' must be a list of {{'name': ..., 'args': {{...}}}}.")
     valid: list[ToolCall] = []
     invalid: list[InvalidToolCall] = []
     for position, call in enumerate(calls):
         if not isinstance(call, dict) or not isinstance(call.get("name"), str):
-            raise TypeError(
-                f"{where}: tool call {position} needs a 'name' string, got {call!r}."
-            )
+            raise TypeError(f"{where}: tool call {position} needs a 'name' string, got {call!r}.")
         # Deterministic and unique within the agent's conversation.
         call_id = call.get("id") or f"call_{_slug(agent)}_{number}_{position}"
         args = call.get("args")
@@ -414,9 +399,7 @@ def _from_dict(turn: dict[str, Any], *, where: str, agent: str, number: int) -> 
             else:
                 valid.append(parsed)
         else:
-            raise TypeError(
-                f"{where}: tool call {position} 'args' must be a dict or a JSON string."
-            )
+            raise TypeError(f"{where}: tool call {position} 'args' must be a dict or a JSON string.")
     content = turn.get("content")
     return AIMessage(
         content="" if content is None else content,

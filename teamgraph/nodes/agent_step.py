@@ -226,9 +226,7 @@ def run_step(
             tool_calls=len(calls),
             deferred=[c for c in calls if c not in answered],
             tokens=sum(
-                m.usage_metadata["total_tokens"]
-                for m in step_messages
-                if isinstance(m, AIMessage) and m.usage_metadata
+                m.usage_metadata["total_tokens"] for m in step_messages if isinstance(m, AIMessage) and m.usage_metadata
             ),
         )
         new.extend(step_messages)

@@ -36,9 +36,7 @@ def pending_for_person(requests: dict[str, Request]) -> dict[str, Request]:
     return {rid: r for rid, r in requests.items() if is_pending(r) and r.get("route") == HUMAN}
 
 
-def check_answers(
-    answers: Any, pending: dict[str, Request], requests: dict[str, Request]
-) -> str | None:
+def check_answers(answers: Any, pending: dict[str, Request], requests: dict[str, Request]) -> str | None:
     """Why a resume value is refused, or None if every answer in it is valid.
 
     Args:

@@ -48,8 +48,7 @@ def _expected_args(tool: BaseTool) -> str:
 
 def _validation_problem(tool: BaseTool, exc: ValidationError) -> str:
     problems = "; ".join(
-        f"'{'.'.join(str(p) for p in e['loc']) or 'arguments'}': {e['msg'].lower()}"
-        for e in exc.errors()
+        f"'{'.'.join(str(p) for p in e['loc']) or 'arguments'}': {e['msg'].lower()}" for e in exc.errors()
     )
     return (
         f"invalid arguments for {tool.name}: {problems}. "

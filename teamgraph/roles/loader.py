@@ -44,9 +44,7 @@ FENCE = "---"
 ROLE_FILE_SUFFIX = ".md"
 
 # Keys a role file may set; `prompt` is the body and `source` is where it was read.
-FRONT_MATTER_KEYS: tuple[str, ...] = tuple(
-    key for key in Role.model_fields if key not in ("prompt", "source")
-)
+FRONT_MATTER_KEYS: tuple[str, ...] = tuple(key for key in Role.model_fields if key not in ("prompt", "source"))
 # Always written, even when they hold the default, so a written file reads on its own.
 _ALWAYS_WRITTEN = ("id", "name", "description")
 
@@ -64,10 +62,7 @@ _FIXES: dict[str, str] = {
         f"'_<number>'; only id {LEADER_ROLE_ID} is named '{LEADER_NAME}'"
     ),
     "description": "set description to one sentence of text (quote it if it contains ': ')",
-    "model": (
-        "set model to a model name such as openai:gpt-4o-mini, "
-        "or remove the line to use the team's model"
-    ),
+    "model": ("set model to a model name such as openai:gpt-4o-mini, or remove the line to use the team's model"),
     "thinking_mode": "set thinking_mode to fast or deep",
     "tools": f"list tool sets from {', '.join(TOOL_SETS)}, e.g. tools: [member, files]",
     "level": "set level to one of L1, L2, L3, L4",
@@ -85,9 +80,7 @@ class _FrontMatterDumper(yaml.SafeDumper):
 
 _FrontMatterDumper.add_representer(
     list,
-    lambda dumper, value: dumper.represent_sequence(
-        "tag:yaml.org,2002:seq", value, flow_style=True
-    ),
+    lambda dumper, value: dumper.represent_sequence("tag:yaml.org,2002:seq", value, flow_style=True),
 )
 
 
@@ -101,9 +94,7 @@ class RoleFileError(ValueError):
         fix: What to do about it, e.g. ``"set thinking_mode to fast or deep."``.
     """
 
-    def __init__(
-        self, path: str | Path, *, field: str | None = None, problem: str, fix: str
-    ) -> None:
+    def __init__(self, path: str | Path, *, field: str | None = None, problem: str, fix: str) -> None:
         self.path = str(path)
         self.field = field
         self.problem = problem.rstrip(". ")
@@ -158,9 +149,7 @@ def parse_role_file(path: str | Path) -> Role:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except UnicodeDecodeError:
-        raise RoleFileError(
-            path, problem="the file is not UTF-8 text", fix="save it as UTF-8"
-        ) from None
+        raise RoleFileError(path, problem="the file is not UTF-8 text", fix="save it as UTF-8") from None
     except OSError as exc:
         raise RoleFileError(
             path,
@@ -256,9 +245,7 @@ def format_role_text(role: Role) -> str:
         if key in _ALWAYS_WRITTEN or value != Role.model_fields[key].default:
             meta[key] = list(value) if isinstance(value, tuple) else value
     # A wide line keeps long descriptions on one line, as a person would write them.
-    front_matter = yaml.dump(
-        meta, Dumper=_FrontMatterDumper, sort_keys=False, allow_unicode=True, width=10_000
-    )
+    front_matter = yaml.dump(meta, Dumper=_FrontMatterDumper, sort_keys=False, allow_unicode=True, width=10_000)
     text = f"{FENCE}\n{front_matter}{FENCE}\n"
     return f"{text}\n{role.prompt}\n" if role.prompt else text
 

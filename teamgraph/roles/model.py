@@ -16,8 +16,18 @@ from teamgraph.records import LEADER as LEADER_NAME
 from teamgraph.records import LEADER_ROLE_ID
 
 ToolSetName = Literal[
-    "leader", "member", "files", "protocols", "collaboration", "sessions", "teammates", "skills", "skill_admin",
-    "tasks", "admin", "commands"
+    "leader",
+    "member",
+    "files",
+    "protocols",
+    "collaboration",
+    "sessions",
+    "teammates",
+    "skills",
+    "skill_admin",
+    "tasks",
+    "admin",
+    "commands",
 ]
 """A tool set a role may use; each maps to one module in ``teamgraph.tools``."""
 
@@ -76,8 +86,7 @@ class Role(BaseModel):
     def _check_id(cls, value: str) -> str:
         if not ROLE_ID_PATTERN.fullmatch(value):
             raise ValueError(
-                f"{value!r} is not a valid id (lowercase letters, digits, '-' and '_', "
-                "starting with a letter or digit)"
+                f"{value!r} is not a valid id (lowercase letters, digits, '-' and '_', starting with a letter or digit)"
             )
         return value
 
@@ -88,9 +97,7 @@ class Role(BaseModel):
         if not value:
             raise ValueError("name is empty")
         if _INSTANCE_SUFFIX.search(value):
-            raise ValueError(
-                f"{value!r} ends with '_<number>', which is reserved for instance names"
-            )
+            raise ValueError(f"{value!r} ends with '_<number>', which is reserved for instance names")
         is_leader_name = value.casefold() == LEADER_NAME.casefold()
         if is_leader_name and role_id != LEADER_ROLE_ID:
             raise ValueError(f"{value!r} is reserved for the {LEADER_ROLE_ID!r} role")

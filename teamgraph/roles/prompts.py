@@ -274,9 +274,7 @@ def leader_prompt(
         pending: Every pending request (those waiting for the leader are listed).
         team: Team-wide state (plan, task board).
     """
-    catalogue = "\n".join(
-        f"- {r.id}: {r.name}. {r.description}" for r in roles.values() if not r.is_leader
-    )
+    catalogue = "\n".join(f"- {r.id}: {r.name}. {r.description}" for r in roles.values() if not r.is_leader)
     mine = [q for q in pending if q.get("route") == role.name]
     listing = "\n".join(f"- {q['id']} ({q['kind']}) from {q['from']}: {q['body'][:200]}" for q in mine) or "- none"
     counts: dict[str, int] = {}
@@ -296,9 +294,7 @@ def leader_prompt(
     return "\n\n".join(p for p in parts if p)
 
 
-def member_prompt(
-    role: Role, *, name: str, agents: Mapping[str, Mapping[str, Any]], team: Mapping[str, Any]
-) -> str:
+def member_prompt(role: Role, *, name: str, agents: Mapping[str, Mapping[str, Any]], team: Mapping[str, Any]) -> str:
     """A member's system prompt: team rules + role prompt + its name, roster and board."""
     parts = [
         MEMBER_RULES,

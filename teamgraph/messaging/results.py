@@ -142,9 +142,14 @@ def deadlock(chain: str, why: str) -> str:
     )
 
 
+def _remark(feedback: str) -> str:
+    """`` Feedback: ...`` after a verdict, or nothing."""
+    return f" Feedback: {feedback.rstrip('.')}." if feedback else ""
+
+
 def verdict(request_id: str, *, approved: bool, by: str, feedback: str) -> str:
     """``approval_3 approved by Team Leader. Feedback: ...``"""
-    remark = f" Feedback: {feedback.rstrip('.')}." if feedback else ""
+    remark = _remark(feedback)
     return f"{request_id} {'approved' if approved else 'rejected'} by {by}.{remark}"
 
 
@@ -155,7 +160,7 @@ def approval_decided(request_id: str, *, approved: bool, by: str, feedback: str)
 
 def plan_decided(request_id: str, *, approved: bool, by: str, feedback: str, board: list[tuple[str, str]]) -> str:
     """The leader's plan: approved (its steps become the task board) or rejected."""
-    remark = f" Feedback: {feedback.rstrip('.')}." if feedback else ""
+    remark = _remark(feedback)
     if not approved:
         return f"Plan {request_id} rejected by {by}.{remark} Revise the plan and call propose_plan again."
     steps = ", ".join(f"{task_id} {title}" for task_id, title in board)
@@ -163,7 +168,7 @@ def plan_decided(request_id: str, *, approved: bool, by: str, feedback: str, boa
 
 
 def member_plan_decided(request_id: str, *, approved: bool, by: str, feedback: str) -> str:
-    remark = f" Feedback: {feedback.rstrip('.')}." if feedback else ""
+    remark = _remark(feedback)
     verdict_word = "approved" if approved else "rejected"
     tail = "" if approved else " Revise it and submit_plan again."
     return f"Your plan ({request_id}) was {verdict_word} by {by}.{remark}{tail}"

@@ -18,6 +18,8 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from scripting import act, call, errors_of, reply_when_done, types
 
 from teamgraph import RoleFileError, ScriptedChatModel, Team
+from teamgraph.messaging import notices
+from teamgraph.messaging.envelopes import ENVELOPE_KEY
 
 LEADER = "Team Leader"
 BUILTIN_MEMBER_ROLES = {
@@ -143,7 +145,9 @@ def test_stop_sub_agent_ends_the_turn_and_the_member_keeps_its_context(run_team)
     assert status["status"] == "stopped"
     history = run.history("UI Operator_1")
     texts = [str(m.content) for m in history]
-    stop_notice = next(i for i, t in enumerate(texts) if "Your turn was stopped by Team Leader" in t)
+    kinds = [m.additional_kwargs.get(ENVELOPE_KEY) for m in history]
+    stop_notice = kinds.index(f"notice:{notices.STOPPED}")
+    assert LEADER in texts[stop_notice]
     # The stop lands after the tool result of the step it interrupted...
     assert isinstance(history[stop_notice - 1], ToolMessage)
     # ...and the member was not called again until the leader's new message.

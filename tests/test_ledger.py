@@ -321,3 +321,10 @@ def test_an_idle_team_whose_user_has_no_answer_asks_the_leader_once(runtime):
     assert liveness.ask_for_report(ledger) is True
     assert liveness.ask_for_report(ledger) is False
     assert inbox_kinds(ledger, LEADER) == [f"notice:{notices.REPORT_DUE}"]
+
+
+def test_every_notice_kind_is_documented():
+    kinds = {value for name, value in vars(notices).items() if name.isupper() and isinstance(value, str)}
+    documented = (Path(__file__).resolve().parent.parent / "docs" / "protocols.md").read_text()
+    assert len(kinds) > 15
+    assert sorted(k for k in kinds if f"`{k}`" not in documented) == []

@@ -19,22 +19,18 @@ Run: ``python scheduler_completions.py --members 8 [--chatty] [--human eager|def
 
 from __future__ import annotations
 
-import argparse
-import json
 import operator
-import tempfile
 import threading
-import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Annotated, Any, TypedDict
 
 from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
-from langgraph.types import Command, interrupt
+from langgraph.types import interrupt
 
-from scheduler_common import (ASKS, CALLS_PER_MEMBER, HUMAN_ANSWER, SENDS, CallLog, FakeModel, check_pairing,
-                              counted_saver, critical_path, next_call_problems, latency_plan, lockstep_bound, member_names)
+from scheduler_common import (ASKS, CALLS_PER_MEMBER, SENDS, CallLog, FakeModel, cli, latency_plan,
+                              member_names)
 
 POOL = ThreadPoolExecutor(max_workers=64)
 FUTURES: dict[tuple[str, str, int], Future] = {}
@@ -157,78 +153,5 @@ def build(members: int, *, chatty: bool, human: str | None, log: CallLog, saver:
     return g.compile(checkpointer=saver), plan
 
 
-def main() -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("--members", type=int, default=8)
-    p.add_argument("--chatty", action="store_true")
-    p.add_argument("--human", choices=["eager", "deferred"])
-    p.add_argument("--stream", action="store_true")
-    p.add_argument("--db")
-    p.add_argument("--calllog")
-    p.add_argument("--resume", action="store_true")
-    p.add_argument("--pause", type=float, default=0.3, help="seconds the person takes to answer")
-    args = p.parse_args()
-    db = args.db or tempfile.mktemp(suffix=".sqlite")
-    saver, counts = counted_saver(db, fresh=not args.resume)
-    log = CallLog(args.calllog)
-    graph, plan = build(args.members, chatty=args.chatty, human=args.human, log=log, saver=saver)
-    cfg: RunnableConfig = {"configurable": {"thread_id": "t"}, "recursion_limit": 100_000}
-    result: dict[str, Any] = {"mechanism": "completions", "members": args.members, "chatty": args.chatty,
-                              "human": args.human}
-    t0 = time.perf_counter()
-    chunks: list[dict] = []
-    boundaries = 0
-    inp: Any = None if args.resume else {}
-    pause = 0.0
-    while True:
-        if args.stream:
-            for mode, data in graph.stream(inp, cfg, durability="sync", stream_mode=["messages", "updates"]):
-                if mode == "updates":
-                    boundaries += 1
-                elif mode == "messages":
-                    _, meta = data
-                    chunks.append({"call": (meta.get("agent"), meta.get("k")), "boundary": boundaries})
-            out = graph.get_state(cfg)
-            pending = [i for t in out.tasks for i in t.interrupts]
-        else:
-            res = graph.invoke(inp, cfg, durability="sync")
-            pending = res.get("__interrupt__", [])
-        if not pending:
-            break
-        # NOTE: the person answers after `pause` s; calls in flight keep running in the pool meanwhile.
-        before = log.count
-        time.sleep(args.pause)
-        pause += args.pause
-        result["calls_finished_during_pause"] = log.count - before
-        result["in_flight_at_interrupt"] = sum(1 for v in graph.get_state(cfg).values.get("inflight", {}).values()
-                                               if v)
-        inp = Command(resume={a: HUMAN_ANSWER for a in pending[0].value})
-    wall = time.perf_counter() - t0
-    makespan = wall - pause
-    state = graph.get_state(cfg).values
-    crit = critical_path(plan)
-    result.update({
-        "wall_s": wall, "makespan_s": makespan, "critical_s": crit, "ratio": makespan / crit,
-        "lockstep_bound": lockstep_bound(plan) / crit, "calls_this_process": log.count,
-        "supersteps": state.get("steps", 0), "puts": counts["put"], "put_writes": counts["put_writes"],
-        "puts_per_call": counts["put"] / max(1, log.count),
-        "problems": check_pairing(state["hist"], args.members, args.chatty, bool(args.human)),
-        "next_call_problems": next_call_problems(state.get("events", [])),
-        "messages_read": sum(e["kind"] == "read" for e in state.get("events", [])),
-        "hist": state["hist"],
-        "nodes": sorted(graph.get_graph().nodes),
-    })
-    if args.stream:
-        spans: dict[tuple, set] = {}
-        for c in chunks:
-            spans.setdefault(c["call"], set()).add(c["boundary"])
-        result["chunks"] = len(chunks)
-        result["calls_streamed"] = len(spans)
-        result["agents_tagged"] = sorted({a for a, _ in spans if a})
-        # a call whose tokens arrived on both sides of a superstep boundary outlived a superstep
-        result["calls_streaming_across_supersteps"] = sum(1 for b in spans.values() if len(b) > 1)
-    print(json.dumps(result))
-
-
 if __name__ == "__main__":
-    main()
+    cli("completions", build)

@@ -179,6 +179,8 @@ def next_call_problems(events: list[dict]) -> list[str]:
     sent = {e["msg"]: e for e in events if e["kind"] == "sent"}
     reads = [e for e in events if e["kind"] == "read"]
     problems = [f"{m} never read" for m in sent if m not in {e["msg"] for e in reads}]
+    problems += [f"{e['msg']} re-sent after the crash with another text" for e in events
+                 if e["kind"] == "resent" and e["changed"]]
     for e in reads:
         if e["msg"] in sent and e["call"] != sent[e["msg"]]["next"]:
             problems.append(f"{e['receiver']} read {e['msg']} at call {e['call']}, "

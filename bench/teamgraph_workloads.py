@@ -54,9 +54,10 @@ import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
@@ -388,7 +389,7 @@ class Probe:
         setattr(owner, attr, self._wrap(name, original))
         self._undo.append(lambda: setattr(owner, attr, original))
 
-    def install(self, saver: Any) -> "Probe":
+    def install(self, saver: Any) -> Probe:
         """Wrap the saver's writes and teamgraph's parts (call before building the team)."""
         import importlib
 
@@ -721,7 +722,8 @@ def parallel_workload(params: dict, workdir: Path) -> dict:
     supersteps = _count(conn, "checkpoints")
     conn.close()
     ratio = makespan / critical
-    variant = f"max_parallel={max_parallel}, slice_steps={team.runtime.policy.slice_steps}" + (", progress" if progress else "")
+    variant = f"max_parallel={max_parallel}, slice_steps={team.runtime.policy.slice_steps}"
+    variant += ", progress" if progress else ""
     if params.get("max_concurrency"):
         variant += f", max_concurrency={params['max_concurrency']}"
     return {"system": SYSTEM, "workload": f"parallel ({variant})", "members": members,
@@ -789,7 +791,7 @@ def _cadence_params() -> list[dict]:
 WORKLOADS: dict[str, Workload] = {
     "teamgraph": Workload(
         delegation_workload,
-        full=[{"rounds": r} for r in FULL_ROUNDS] + [{"rounds": 100, "saver": "teamgraph"}],
+        full=[{"rounds": r} for r in FULL_ROUNDS] + [{"rounds": r, "saver": "teamgraph"} for r in (10, 100)],
         quick=[{"rounds": 10}], repeats=2, description=delegation_workload.__doc__),
     "teamgraph-storage": Workload(
         storage_workload,

@@ -27,8 +27,9 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
@@ -211,8 +212,11 @@ def run_scenario(script: str, members: int, workdir: Path, *, chatty: bool = Fal
     ref_db, ref_log = workdir / "ref.sqlite", workdir / "ref.calls"
     ref = child(script, flags + ["--db", str(ref_db), "--calllog", str(ref_log)])
     ref_out = last_json(ref.communicate()[0])
+    # NOTE: a second uncrashed run tells whether the workload's interleaving is reproducible at all
+    twin = child(script, flags + ["--db", str(workdir / "twin.sqlite")])
+    twin_out = last_json(twin.communicate()[0])
     if kill_at_calls is None:
-        return {"reference": ref_out}
+        return {"reference": ref_out, "uncrashed_runs_identical": twin_out["hist"] == ref_out["hist"]}
     db, log = workdir / "crash.sqlite", workdir / "crash.calls"
     proc = child(script, flags + ["--db", str(db), "--calllog", str(log)])
     while proc.poll() is None and (not log.exists() or log.read_text().count("\n") < kill_at_calls):
@@ -231,6 +235,7 @@ def run_scenario(script: str, members: int, workdir: Path, *, chatty: bool = Fal
         "redone_completed": len(again),
         "redone_completed_calls": again,
         "histories_identical": out["hist"] == ref_out["hist"],
+        "uncrashed_runs_identical": twin_out["hist"] == ref_out["hist"],
         "agents_differing": sorted(a for a in ref_out["hist"] if out["hist"].get(a) != ref_out["hist"][a]),
         "problems": check_pairing(out["hist"], members, chatty, False) + out["next_call_problems"]
         + ([] if out["prefix_ok"] else ["a checkpointed history was rewritten"]),

@@ -28,9 +28,7 @@ from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
-
-from scheduler_common import (ASKS, CALLS_PER_MEMBER, SENDS, CallLog, FakeModel, cli, latency_plan,
-                              member_names)
+from scheduler_common import ASKS, CALLS_PER_MEMBER, SENDS, CallLog, FakeModel, cli, latency_plan, member_names
 
 POOL = ThreadPoolExecutor(max_workers=64)
 FUTURES: dict[tuple[str, str, int], Future] = {}

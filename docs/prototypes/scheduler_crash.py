@@ -13,7 +13,8 @@ from pathlib import Path
 
 from scheduler_common import run_scenario
 
-SCRIPTS = {"completions": "scheduler_completions.py", "slices": "scheduler_slices.py", "members": "scheduler_members.py"}
+SCRIPTS = {"completions": "scheduler_completions.py", "slices": "scheduler_slices.py",
+           "members": "scheduler_members.py"}
 
 if __name__ == "__main__":
     p = argparse.ArgumentParser()

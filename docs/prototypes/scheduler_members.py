@@ -25,7 +25,6 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.store.base import BaseStore
 from langgraph.store.sqlite import SqliteStore
 from langgraph.types import Send, interrupt
-
 from scheduler_common import ASKS, CALLS_PER_MEMBER, SENDS, CallLog, FakeModel, cli, latency_plan, member_names
 
 

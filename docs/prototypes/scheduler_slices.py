@@ -24,7 +24,6 @@ from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send, interrupt
-
 from scheduler_common import ASKS, CALLS_PER_MEMBER, SENDS, CallLog, FakeModel, cli, latency_plan, member_names
 
 FLAGS: dict[tuple[str, int], threading.Event] = {}

@@ -58,13 +58,51 @@ class Team(TypedDict, total=False):
     steps: Annotated[int, operator.add]
 
 
-def build(members: int, *, chatty: bool, human: str | None, log: CallLog, saver: Any):
-    """Compile the completion-driven team graph."""
-    plan = latency_plan(members)
-    model = FakeModel(plan=plan, log=log)
-    names = member_names(members)
+class Pass:
+    """One superstep's working copy of the state, and the update it will write."""
 
-    def submit(thread: str, agent: str, rec: dict, hist: list[str], config: RunnableConfig) -> None:
+    def __init__(self, state: Team, names: list[str]) -> None:
+        self.hist = state.get("hist", {})
+        self.inbox = {a: list(state.get("inbox", {}).get(a, [])) for a in names}
+        self.calls = {a: state.get("calls", {}).get(a, 0) for a in names}
+        self.inflight = {a: state.get("inflight", {}).get(a) for a in names}
+        self.waiting = {a: state.get("waiting", {}).get(a) for a in names}
+        self.upd: dict[str, Any] = {"hist": {}, "inbox": {}, "calls": {}, "inflight": {}, "waiting": {},
+                                    "answers": {}, "events": [], "steps": 1}
+
+    def set(self, channel: str, agent: str, value: Any) -> None:
+        """Change one agent's entry here and in the update."""
+        getattr(self, channel)[agent] = self.upd[channel][agent] = value
+
+    def answer(self, agent: str, text: str) -> None:
+        """A person's answer: into the asker's inbox; the asker is no longer waiting."""
+        self.inbox[agent].append(f"person: {text}")
+        self.set("inbox", agent, self.inbox[agent])
+        self.set("waiting", agent, None)
+        self.upd["answers"][agent] = None
+
+    def dispatch(self, agent: str) -> dict:
+        """Record the agent's next call: its index and the inbox it reads (all of it)."""
+        k, read = self.calls[agent], self.inbox[agent]
+        self.upd["events"] += [{"kind": "read", "msg": m.split(":")[0], "receiver": agent, "call": k}
+                               for m in read if m.startswith("msg from")]
+        self.set("inbox", agent, [])
+        rec = {"k": k, "read": read}
+        self.set("inflight", agent, rec)
+        return rec
+
+
+class Completions:
+    """The scheduler node, the human gate and the route of prototype (b)."""
+
+    def __init__(self, members: int, *, chatty: bool, human: str | None, log: CallLog) -> None:
+        self.plan = latency_plan(members)
+        self.model = FakeModel(plan=self.plan, log=log)
+        self.names = member_names(members)
+        self.chatty, self.human = chatty, human
+
+    def submit(self, thread: str, agent: str, rec: dict, hist: list[str], config: RunnableConfig) -> None:
+        """Run the call in the pool, keyed (thread, agent, call index)."""
         # NOTE: the call runs with the issuing task's callbacks: stream_mode="messages"
         # sees its tokens even after that task's superstep has ended.
         cfg: RunnableConfig = {"callbacks": config.get("callbacks"),
@@ -72,83 +110,75 @@ def build(members: int, *, chatty: bool, human: str | None, log: CallLog, saver:
         prompt = [HumanMessage(x) for x in [*hist, *rec["read"]]] or [HumanMessage("start")]
         with LOCK:
             FUTURES[(thread, agent, rec["k"])] = POOL.submit(
-                lambda: (agent, rec, model.invoke(prompt, cfg, agent=agent, k=rec["k"]).content))
+                lambda: (agent, rec, self.model.invoke(prompt, cfg, agent=agent, k=rec["k"]).content))
 
-    def scheduler(state: Team, config: RunnableConfig) -> dict:
+    def scheduler(self, state: Team, config: RunnableConfig) -> dict:
+        """One superstep: answers, re-issues, the first completions, new dispatches."""
         thread = config["configurable"]["thread_id"]
-        hist = state.get("hist", {})
-        inbox = {a: list(state.get("inbox", {}).get(a, [])) for a in names}
-        calls = {a: state.get("calls", {}).get(a, 0) for a in names}
-        inflight = {a: state.get("inflight", {}).get(a) for a in names}
-        waiting = {a: state.get("waiting", {}).get(a) for a in names}
-        upd: dict[str, Any] = {"hist": {}, "inbox": {}, "calls": {}, "inflight": {}, "waiting": {},
-                               "answers": {}, "events": [], "steps": 1}
+        now = Pass(state, self.names)
         for a, answer in state.get("answers", {}).items():
             if answer is not None:
-                inbox[a].append(f"person: {answer}")
-                waiting[a] = upd["waiting"][a] = None
-                upd["answers"][a] = None
-                upd["inbox"][a] = inbox[a]
-        for a, rec in inflight.items():
+                now.answer(a, answer)
+        for a, rec in now.inflight.items():
             if rec is not None and (thread, a, rec["k"]) not in FUTURES:
-                submit(thread, a, rec, hist.get(a, []), config)   # re-issue the recorded input
+                self.submit(thread, a, rec, now.hist.get(a, []), config)   # re-issue the recorded input
         with LOCK:
             mine = {key: f for key, f in FUTURES.items() if key[0] == thread}
         if mine:
             wait(list(mine.values()), return_when=FIRST_COMPLETED)
             for key in sorted(k for k, f in mine.items() if f.done()):
-                agent, rec, out = FUTURES.pop(key).result()
-                apply(agent, rec, out, inbox, calls, inflight, waiting, upd)
-        for a in names:
-            if calls[a] < CALLS_PER_MEMBER and inflight[a] is None and not waiting[a]:
-                rec = {"k": calls[a], "read": inbox[a]}
-                upd["events"] += [{"kind": "read", "msg": m.split(":")[0], "receiver": a, "call": calls[a]}
-                                  for m in inbox[a] if m.startswith("msg from")]
-                inbox[a] = upd["inbox"][a] = []
-                inflight[a] = upd["inflight"][a] = rec
-                submit(thread, a, rec, [*hist.get(a, []), *upd["hist"].get(a, [])], config)
-        return upd
+                self.apply(now, *FUTURES.pop(key).result())
+        for a in self.names:
+            if now.calls[a] < CALLS_PER_MEMBER and now.inflight[a] is None and not now.waiting[a]:
+                self.submit(thread, a, now.dispatch(a), [*now.hist.get(a, []), *now.upd["hist"].get(a, [])], config)
+        return now.upd
 
-    def apply(agent, rec, out, inbox, calls, inflight, waiting, upd) -> None:
+    def apply(self, now: Pass, agent: str, rec: dict, out: str) -> None:
+        """A finished call: history += what it read + its answer; its message; its question."""
         k = rec["k"]
-        upd["hist"][agent] = upd["hist"].get(agent, []) + [*rec["read"], out]
-        calls[agent] = upd["calls"][agent] = k + 1
-        inflight[agent] = upd["inflight"][agent] = None
-        if chatty and (agent, k) in SENDS and SENDS[(agent, k)] in inbox:
-            to = SENDS[(agent, k)]
+        now.upd["hist"][agent] = now.upd["hist"].get(agent, []) + [*rec["read"], out]
+        now.set("calls", agent, k + 1)
+        now.set("inflight", agent, None)
+        to = SENDS.get((agent, k)) if self.chatty else None
+        if to in now.inbox:
             tag = f"msg from {agent}.{k}"
-            inbox[to].append(f"{tag}: {out}")
-            upd["inbox"][to] = inbox[to]
-            nxt = inflight[to]["k"] + 1 if inflight[to] else calls[to]
-            upd["events"].append({"kind": "sent", "msg": tag, "receiver": to, "next": nxt})
-        if human and (agent, k) in ASKS:
-            waiting[agent] = upd["waiting"][agent] = f"{agent} asks: which colour?"
+            now.set("inbox", to, [*now.inbox[to], f"{tag}: {out}"])
+            nxt = now.inflight[to]["k"] + 1 if now.inflight[to] else now.calls[to]
+            now.upd["events"].append({"kind": "sent", "msg": tag, "receiver": to, "next": nxt})
+        if self.human and (agent, k) in ASKS:
+            now.set("waiting", agent, f"{agent} asks: which colour?")
 
-    def human_gate(state: Team) -> dict:
+    def human_gate(self, state: Team) -> dict:
+        """One interrupt for every open question (LangGraph pauses the whole run)."""
         answers = state.get("answers", {})
         open_ = {a: q for a, q in state.get("waiting", {}).items() if q and not answers.get(a)}
         if not open_:
             return {}
         return {"answers": interrupt(open_)}
 
-    def route(state: Team) -> list[str] | str:
+    def route(self, state: Team) -> list[str] | str:
+        """scheduler while anything runs; human when asked (eager) or when nothing else can run."""
         inflight = any(state.get("inflight", {}).values())
         waiting = {a for a, q in state.get("waiting", {}).items() if q}
-        runnable = any(state.get("calls", {}).get(a, 0) < CALLS_PER_MEMBER and a not in waiting for a in names)
+        runnable = any(state.get("calls", {}).get(a, 0) < CALLS_PER_MEMBER and a not in waiting for a in self.names)
         busy = inflight or runnable
         targets = ["scheduler"] if busy else []
         unanswered = waiting - {a for a, v in state.get("answers", {}).items() if v}
-        if unanswered and (human == "eager" or not busy):
+        if unanswered and (self.human == "eager" or not busy):
             targets.append("human")
         return targets or END
 
+
+def build(members: int, *, chatty: bool, human: str | None, log: CallLog, saver: Any):
+    """Compile the completion-driven team graph; (graph, latency plan)."""
+    team = Completions(members, chatty=chatty, human=human, log=log)
     g = StateGraph(Team)
-    g.add_node("scheduler", scheduler)
-    g.add_node("human", human_gate)
+    g.add_node("scheduler", team.scheduler)
+    g.add_node("human", team.human_gate)
     g.add_edge(START, "scheduler")
-    g.add_conditional_edges("scheduler", route, ["scheduler", "human", END])
+    g.add_conditional_edges("scheduler", team.route, ["scheduler", "human", END])
     g.add_edge("human", "scheduler")
-    return g.compile(checkpointer=saver), plan
+    return g.compile(checkpointer=saver), team.plan
 
 
 if __name__ == "__main__":

@@ -55,84 +55,97 @@ class Member(TypedDict, total=False):
     stop: str
 
 
-def build(members: int, *, chatty: bool, human: str | None, log: CallLog, saver: Any):
-    """Compile the per-member-runs team graph (the store lives next to the checkpoints)."""
-    plan = latency_plan(members)
-    model = FakeModel(plan=plan, log=log)
-    names = member_names(members)
+def open_store(saver: Any) -> SqliteStore:
+    """A SqliteStore next to the checkpoint file (a fresh one when the thread is new)."""
     db = saver.conn.execute("PRAGMA database_list").fetchone()[2]
-    started: dict[str, int] = {}   # measurement only: each member's next call to read its mailbox
     if not saver.conn.execute("SELECT 1 FROM checkpoints LIMIT 1").fetchone():
         for suffix in (".store", ".store-wal", ".store-shm"):
             if os.path.exists(db + suffix):
                 os.remove(db + suffix)
     store = SqliteStore(sqlite3.connect(db + ".store", check_same_thread=False, isolation_level=None))
     store.setup()
+    return store
 
-    def call(state: Member, config: RunnableConfig, *, store: BaseStore) -> dict:
+
+class MemberRuns:
+    """The member subgraph (its whole loop) and the mailbox of prototype (c)."""
+
+    def __init__(self, members: int, *, chatty: bool, human: str | None, log: CallLog) -> None:
+        self.plan = latency_plan(members)
+        self.model = FakeModel(plan=self.plan, log=log)
+        self.names = member_names(members)
+        self.chatty, self.human = chatty, human
+        self.started: dict[str, int] = {}   # measurement only: each member's next call to read its mailbox
+        sb = StateGraph(Member)
+        sb.add_node("call", self.call)
+        sb.add_node("ask", self.ask)
+        sb.add_edge(START, "call")
+        sb.add_conditional_edges("call", self.after, ["call", "ask", END])
+        sb.add_edge("ask", "call")
+        self.member_graph = sb.compile()
+
+    def call(self, state: Member, config: RunnableConfig, *, store: BaseStore) -> dict:
+        """Read every unread mailbox key, make one call, maybe send a message or ask a person."""
         a, k = state["agent"], state["k"]
         mail = [i for i in store.search(("mail", a), limit=1000) if i.key not in state.get("read", [])]
         mail.sort(key=lambda i: (i.created_at, i.key))
         read = [i.value["text"] for i in mail]
-        started[a] = k + 1
+        self.started[a] = k + 1
         cfg: RunnableConfig = {**config, "metadata": {**config.get("metadata", {}), "agent": a, "k": k}}
         prompt = [HumanMessage(x) for x in state.get("new", []) + read] or [HumanMessage("start")]
-        out = str(model.invoke(prompt, cfg, agent=a, k=k).content)
+        out = str(self.model.invoke(prompt, cfg, agent=a, k=k).content)
         upd: dict[str, Any] = {"new": [*read, out], "k": k + 1, "read": [i.key for i in mail],
                                "events": [{"kind": "read", "msg": i.value["text"].split(":")[0], "receiver": a,
                                            "call": k} for i in mail]}
-        if chatty and (a, k) in SENDS and SENDS[(a, k)] in names:
-            to = SENDS[(a, k)]
-            # NOTE: the store write is outside the checkpoint: a key per (sender, call) makes a re-issue idempotent
-            text = f"msg from {a}.{k}: {out}"
-            before = store.get(("mail", to), f"{a}.{k}")
-            store.put(("mail", to), f"{a}.{k}", {"text": text})
-            if before is None:
-                upd["events"].append({"kind": "sent", "msg": f"msg from {a}.{k}", "receiver": to,
-                                      "next": started.get(to, 0)})
-            else:   # a call re-issued after a crash: was the message the receiver may have read the same?
-                upd["events"].append({"kind": "resent", "msg": f"msg from {a}.{k}", "receiver": to,
-                                      "changed": before.value["text"] != text})
-        if human and (a, k) in ASKS:
+        if self.chatty and SENDS.get((a, k)) in self.names:
+            upd["events"].append(self.send(store, a, k, SENDS[(a, k)], out))
+        if self.human and (a, k) in ASKS:
             upd["stop"] = "ask"
         return upd
 
-    def ask(state: Member) -> dict:
+    def send(self, store: BaseStore, a: str, k: int, to: str, out: str) -> dict:
+        """Put the message into the receiver's mailbox; the event says whether it is a re-send."""
+        # NOTE: the store write is outside the checkpoint: a key per (sender, call) makes a re-issue idempotent
+        text = f"msg from {a}.{k}: {out}"
+        before = store.get(("mail", to), f"{a}.{k}")
+        store.put(("mail", to), f"{a}.{k}", {"text": text})
+        if before is None:
+            return {"kind": "sent", "msg": f"msg from {a}.{k}", "receiver": to, "next": self.started.get(to, 0)}
+        # a call re-issued after a crash: is the message the receiver may have read the same?
+        return {"kind": "resent", "msg": f"msg from {a}.{k}", "receiver": to, "changed": before.value["text"] != text}
+
+    def ask(self, state: Member) -> dict:
+        """A person's question: an interrupt inside the member's run."""
         answer = interrupt({state["agent"]: f"{state['agent']} asks: which colour?"})
         return {"new": [f"person: {answer[state['agent']]}"], "stop": ""}
 
-    def after(state: Member) -> str:
+    def after(self, state: Member) -> str:
         if state.get("stop") == "ask":
             return "ask"
         return END if state["k"] >= CALLS_PER_MEMBER else "call"
 
-    sb = StateGraph(Member)
-    sb.add_node("call", call)
-    sb.add_node("ask", ask)
-    sb.add_edge(START, "call")
-    sb.add_conditional_edges("call", after, ["call", "ask", END])
-    sb.add_edge("ask", "call")
-    member_graph = sb.compile()
-
-    def member(payload: dict, config: RunnableConfig) -> dict:
+    def member(self, payload: dict, config: RunnableConfig) -> dict:
+        """A member's whole run (the Send task)."""
         a = payload["agent"]
-        out = member_graph.invoke({"agent": a, "k": 0}, config)
+        out = self.member_graph.invoke({"agent": a, "k": 0}, config)
         return {"hist": {a: out["new"]}, "calls": {a: out["k"]}, "events": out.get("events", [])}
 
-    def router(state: Team) -> dict:
-        return {"steps": 1}
-
-    def route(state: Team) -> list[Send] | str:
-        todo = [Send("member", {"agent": a}) for a in names if state.get("calls", {}).get(a, 0) < CALLS_PER_MEMBER]
+    def route(self, state: Team) -> list[Send] | str:
+        todo = [Send("member", {"agent": a}) for a in self.names
+                if state.get("calls", {}).get(a, 0) < CALLS_PER_MEMBER]
         return todo or END
 
+
+def build(members: int, *, chatty: bool, human: str | None, log: CallLog, saver: Any):
+    """Compile the per-member-runs team graph (the store lives next to the checkpoints)."""
+    team = MemberRuns(members, chatty=chatty, human=human, log=log)
     g = StateGraph(Team)
-    g.add_node("router", router)
-    g.add_node("member", member)
+    g.add_node("router", lambda state: {"steps": 1})
+    g.add_node("member", team.member)
     g.add_edge(START, "router")
-    g.add_conditional_edges("router", route, ["member", END])
+    g.add_conditional_edges("router", team.route, ["member", END])
     g.add_edge("member", "router")
-    return g.compile(checkpointer=saver, store=store).with_config(max_concurrency=members + 2), plan
+    return g.compile(checkpointer=saver, store=open_store(saver)).with_config(max_concurrency=members + 2), team.plan
 
 
 if __name__ == "__main__":

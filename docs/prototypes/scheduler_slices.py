@@ -62,67 +62,79 @@ class Slice(TypedDict, total=False):
     stop: str
 
 
-def build(members: int, *, chatty: bool, human: str | None, log: CallLog, saver: Any):
-    """Compile the slices team graph."""
-    plan = latency_plan(members)
-    model = FakeModel(plan=plan, log=log)
-    names = member_names(members)
+def flag(config: RunnableConfig, step: int) -> threading.Event:
+    """The yield flag of the parent superstep `step` of this thread."""
+    return FLAGS.setdefault((config["configurable"]["thread_id"], step), threading.Event())
 
-    def flag(config: RunnableConfig, step: int) -> threading.Event:
-        key = (config["configurable"]["thread_id"], step)
-        return FLAGS.setdefault(key, threading.Event())
 
-    def call(state: Slice, config: RunnableConfig) -> dict:
+def mail_by_receiver(sent: list) -> dict[str, list[str]]:
+    """[(receiver, text), ...] -> {receiver: [text, ...]}."""
+    out: dict[str, list[str]] = {}
+    for to, text in sent:
+        out.setdefault(to, []).append(text)
+    return out
+
+
+class Slices:
+    """The member subgraph, the member task, the router and the route of prototype (a)."""
+
+    def __init__(self, members: int, *, chatty: bool, human: str | None, log: CallLog) -> None:
+        self.plan = latency_plan(members)
+        self.model = FakeModel(plan=self.plan, log=log)
+        self.names = member_names(members)
+        self.chatty, self.human = chatty, human
+        sb = StateGraph(Slice)
+        sb.add_node("call", self.call)
+        sb.add_node("ask", self.ask)
+        sb.add_edge(START, "call")
+        sb.add_conditional_edges("call", self.after, ["call", "ask", END])
+        sb.add_edge("ask", END)
+        self.member_graph = sb.compile()   # inherits the parent's checkpointer: durable per call
+
+    def call(self, state: Slice, config: RunnableConfig) -> dict:
+        """One model call; a message or a question ends the slice and raises the yield flag."""
         a, k = state["agent"], state["k"]
         cfg: RunnableConfig = {**config, "metadata": {**config.get("metadata", {}), "agent": a, "k": k}}
         prompt = [HumanMessage(x) for x in state["prompt"] + state.get("new", [])] or [HumanMessage("start")]
-        out = str(model.invoke(prompt, cfg, agent=a, k=k).content)
+        out = str(self.model.invoke(prompt, cfg, agent=a, k=k).content)
         upd: dict[str, Any] = {"new": [out], "k": k + 1}
-        if chatty and (a, k) in SENDS and SENDS[(a, k)] in names:
+        if self.chatty and SENDS.get((a, k)) in self.names:
             upd["sent"] = [(SENDS[(a, k)], f"msg from {a}.{k}: {out}")]
             upd["stop"] = "send"
             flag(config, state["step"]).set()   # NOTE: everyone yields so the router can deliver
-        if human and (a, k) in ASKS:
+        if self.human and (a, k) in ASKS:
             upd["stop"] = "ask"
             flag(config, state["step"]).set()
         return upd
 
-    def ask(state: Slice) -> dict:
+    def ask(self, state: Slice) -> dict:
+        """A person's question: an interrupt inside the member's subgraph."""
         answer = interrupt({state["agent"]: f"{state['agent']} asks: which colour?"})
         return {"new": [f"person: {answer[state['agent']]}"], "stop": ""}
 
-    def after(state: Slice, config: RunnableConfig) -> str:
+    def after(self, state: Slice, config: RunnableConfig) -> str:
+        """Next call, the question, or the end of the slice (calls out, effect, yield flag)."""
         if state.get("stop") == "ask":
             return "ask"
         if state["k"] >= CALLS_PER_MEMBER or state.get("stop") or flag(config, state["step"]).is_set():
             return END
         return "call"
 
-    sb = StateGraph(Slice)
-    sb.add_node("call", call)
-    sb.add_node("ask", ask)
-    sb.add_edge(START, "call")
-    sb.add_conditional_edges("call", after, ["call", "ask", END])
-    sb.add_edge("ask", END)
-    member_graph = sb.compile()   # inherits the parent's checkpointer: durable per call
-
-    def member(payload: dict, config: RunnableConfig) -> dict:
-        a, k0 = payload["agent"], payload["k"]
-        read = payload["read"]
-        out = member_graph.invoke({"agent": a, "k": k0, "step": payload["step"],
-                                   "prompt": payload["hist"] + read, "new": []}, config)
+    def member(self, payload: dict, config: RunnableConfig) -> dict:
+        """A member's slice (the Send task): run the subgraph, return its writes."""
+        a, k0, read = payload["agent"], payload["k"], payload["read"]
+        out = self.member_graph.invoke({"agent": a, "k": k0, "step": payload["step"],
+                                        "prompt": payload["hist"] + read, "new": []}, config)
         upd: dict[str, Any] = {"hist": {a: read + out["new"]}, "calls": {a: out["k"]},
                                "read": {a: payload["read_upto"]},
                                "events": [{"kind": "read", "msg": m.split(":")[0], "receiver": a, "call": k0}
                                           for m in read if m.startswith("msg from")]}
         if out["sent"]:
-            upd["mail"] = {}
-            for to, text in out["sent"]:
-                upd["mail"][to] = upd["mail"].get(to, []) + [text]
+            upd["mail"] = mail_by_receiver(out["sent"])
         return upd
 
-    def router(state: Team) -> dict:
-        # the router's pass: record when each new message landed (the receiver's next call)
+    def router(self, state: Team) -> dict:
+        """The router's pass: record when each new message landed (the receiver's next call)."""
         seen, events = {}, []
         for a, msgs in state.get("mail", {}).items():
             for m in msgs[state.get("seen", {}).get(a, 0):]:
@@ -131,25 +143,30 @@ def build(members: int, *, chatty: bool, human: str | None, log: CallLog, saver:
             seen[a] = len(msgs)
         return {"seen": seen, "events": events, "steps": 1}
 
-    def route(state: Team, config: RunnableConfig) -> list[Send] | str:
-        step = state.get("steps", 0)
+    def route(self, state: Team) -> list[Send] | str:
+        """One slice per member with calls left; it reads all of its unread mail."""
         sends = []
-        for a in names:
+        for a in self.names:
             k = state.get("calls", {}).get(a, 0)
             if k >= CALLS_PER_MEMBER:
                 continue
             mail, upto = state.get("mail", {}).get(a, []), state.get("read", {}).get(a, 0)
-            sends.append(Send("member", {"agent": a, "k": k, "step": step, "hist": state.get("hist", {}).get(a, []),
+            sends.append(Send("member", {"agent": a, "k": k, "step": state.get("steps", 0),
+                                         "hist": state.get("hist", {}).get(a, []),
                                          "read": mail[upto:], "read_upto": len(mail)}))
         return sends or END
 
+
+def build(members: int, *, chatty: bool, human: str | None, log: CallLog, saver: Any):
+    """Compile the slices team graph; (graph, latency plan)."""
+    team = Slices(members, chatty=chatty, human=human, log=log)
     g = StateGraph(Team)
-    g.add_node("router", router)
-    g.add_node("member", member)
+    g.add_node("router", team.router)
+    g.add_node("member", team.member)
     g.add_edge(START, "router")
-    g.add_conditional_edges("router", route, ["member", END])
+    g.add_conditional_edges("router", team.route, ["member", END])
     g.add_edge("member", "router")
-    return g.compile(checkpointer=saver).with_config(max_concurrency=members + 2), plan
+    return g.compile(checkpointer=saver).with_config(max_concurrency=members + 2), team.plan
 
 
 if __name__ == "__main__":

@@ -86,6 +86,8 @@ CADENCES = (300, 1000, 3000, 10_000)
 """Snapshot cadences compared with teamgraph's default; the default itself is skipped
 (its rows are the `teamgraph-storage` rows)."""
 RESUME_REPEATS = 3
+NO_COMPACTION_TOKENS = 1_000_000_000
+"""A context window no workload here comes near: no compaction calls."""
 
 TeamPolicy = Callable[[str, Sequence[BaseMessage], int], AIMessage]
 """`policy(agent, messages, call_index) -> AIMessage`; messages = [system, *history]."""
@@ -300,7 +302,10 @@ def _build_team(workdir: Path, model: TeamModel, saver, *, max_parallel: int = 8
         # annotations`), evaluated when the StateGraph is built: the module constant
         # is read then, so setting it before `compile()` sets the DeltaChannels' cadence.
         teamgraph.state.HISTORY_SNAPSHOT_FREQUENCY = snapshot_frequency
-    policy = Policy(max_parallel=max_parallel, **({"slice_steps": slice_steps} if slice_steps else {}))
+    # NOTE: compaction (issue 15) would add summary calls to long runs and change the workload
+    # the baselines are compared on; bench/context_workloads.py measures it on its own.
+    policy = Policy(max_parallel=max_parallel, context_tokens=NO_COMPACTION_TOKENS,
+                    **({"slice_steps": slice_steps} if slice_steps else {}))
     team = Team(model=model, home=workdir / "home", checkpointer=saver, policy=policy,
                 tools={"*": [echo]})
     graph = team.compile()

@@ -26,7 +26,6 @@ import math
 import os
 import random
 import time
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -159,13 +158,10 @@ def _counted(saver) -> list[int]:
 
 
 def supervisor_lognormal_workload(params: dict, workdir: Path) -> dict:
-    """langgraph-supervisor: N ReAct workers x 10 calls, all handed off at once."""
+    """langgraph-supervisor: N ReAct workers x 10 calls, handed off one at a time."""
     from langgraph_supervisor import create_supervisor
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        from langgraph.prebuilt import create_react_agent
-    from bench.baselines import echo
+    from bench.baselines import create_react_agent, echo
 
     members, steps = int(params["members"]), int(params.get("steps", STEPS))
     plan = _plan(members, steps, int(params.get("seed", 0)))
@@ -196,10 +192,7 @@ def swarm_lognormal_workload(params: dict, workdir: Path) -> dict:
     """langgraph-swarm: N ReAct workers x 10 calls, one active agent at a time (a relay)."""
     from langgraph_swarm import create_handoff_tool, create_swarm
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        from langgraph.prebuilt import create_react_agent
-    from bench.baselines import echo
+    from bench.baselines import create_react_agent, echo
 
     members, steps = int(params["members"]), int(params.get("steps", STEPS))
     plan = _plan(members, steps, int(params.get("seed", 0)))

@@ -88,6 +88,8 @@ CADENCES = (300, 1000, 3000, 10_000)
 RESUME_REPEATS = 3
 NO_COMPACTION_TOKENS = 1_000_000_000
 """A context window no workload here comes near: no compaction calls."""
+NO_BUDGET_CALLS = 1_000_000
+"""A model-call budget no workload here comes near."""
 
 TeamPolicy = Callable[[str, Sequence[BaseMessage], int], AIMessage]
 """`policy(agent, messages, call_index) -> AIMessage`; messages = [system, *history]."""
@@ -303,9 +305,10 @@ def _build_team(workdir: Path, model: TeamModel, saver, *, max_parallel: int = 8
         # is read then, so setting it before `compile()` sets the DeltaChannels' cadence.
         teamgraph.state.HISTORY_SNAPSHOT_FREQUENCY = snapshot_frequency
     # NOTE: compaction (issue 15) would add summary calls to long runs and change the workload
-    # the baselines are compared on; bench/context_workloads.py measures it on its own.
+    # the baselines are compared on (bench/context_workloads.py measures it on its own); the
+    # team's call budget (issue 9, 2 000 per user message) would stop the 5 000-message run.
     policy = Policy(max_parallel=max_parallel, context_tokens=NO_COMPACTION_TOKENS,
-                    **({"slice_steps": slice_steps} if slice_steps else {}))
+                    max_model_calls=NO_BUDGET_CALLS, **({"slice_steps": slice_steps} if slice_steps else {}))
     team = Team(model=model, home=workdir / "home", checkpointer=saver, policy=policy,
                 tools={"*": [echo]})
     graph = team.compile()

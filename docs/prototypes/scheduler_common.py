@@ -48,6 +48,19 @@ ASKS = {("m2", 4)}
 HUMAN_ANSWER = "use blue"
 
 
+def merge(a: dict | None, b: dict) -> dict:
+    """Reducer: a dict whose keys are replaced one by one."""
+    return {**(a or {}), **b}
+
+
+def append_lists(a: dict | None, b: dict) -> dict:
+    """Reducer: a dict of lists, each extended by the update's list for its key."""
+    out = dict(a or {})
+    for key, items in b.items():
+        out[key] = out.get(key, []) + items
+    return out
+
+
 def member_names(n: int) -> list[str]:
     """m0 .. m{n-1}."""
     return [f"m{i}" for i in range(n)]
@@ -122,6 +135,16 @@ class FakeModel(BaseChatModel):
                 run_manager.on_llm_new_token(part, chunk=chunk)
             yield chunk
         self.log.record(agent, k)
+
+
+class Prototype:
+    """What every prototype's team holds: the latency plan, the fake model, the members, the flags."""
+
+    def __init__(self, members: int, *, chatty: bool, human: str | None, log: CallLog) -> None:
+        self.plan = latency_plan(members)
+        self.model = FakeModel(plan=self.plan, log=log)
+        self.names = member_names(members)
+        self.chatty, self.human = chatty, human
 
 
 def counted_saver(path: str, fresh: bool) -> tuple[SqliteSaver, dict]:

@@ -28,23 +28,12 @@ from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
-from scheduler_common import ASKS, CALLS_PER_MEMBER, SENDS, CallLog, FakeModel, cli, latency_plan, member_names
+from scheduler_common import ASKS, CALLS_PER_MEMBER, SENDS, CallLog, Prototype, append_lists, cli, merge
 
 POOL = ThreadPoolExecutor(max_workers=64)
 FUTURES: dict[tuple[str, str, int], Future] = {}
 """(thread id, agent, call index) -> the call in flight in this process."""
 LOCK = threading.Lock()
-
-
-def merge(a: dict | None, b: dict) -> dict:
-    return {**(a or {}), **b}
-
-
-def append_lists(a: dict | None, b: dict) -> dict:
-    out = dict(a or {})
-    for key, items in b.items():
-        out[key] = out.get(key, []) + items
-    return out
 
 
 class Team(TypedDict, total=False):
@@ -92,14 +81,8 @@ class Pass:
         return rec
 
 
-class Completions:
+class Completions(Prototype):
     """The scheduler node, the human gate and the route of prototype (b)."""
-
-    def __init__(self, members: int, *, chatty: bool, human: str | None, log: CallLog) -> None:
-        self.plan = latency_plan(members)
-        self.model = FakeModel(plan=self.plan, log=log)
-        self.names = member_names(members)
-        self.chatty, self.human = chatty, human
 
     def submit(self, thread: str, agent: str, rec: dict, hist: list[str], config: RunnableConfig) -> None:
         """Run the call in the pool, keyed (thread, agent, call index)."""

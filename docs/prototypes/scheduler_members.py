@@ -25,18 +25,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.store.base import BaseStore
 from langgraph.store.sqlite import SqliteStore
 from langgraph.types import Send, interrupt
-from scheduler_common import ASKS, CALLS_PER_MEMBER, SENDS, CallLog, FakeModel, cli, latency_plan, member_names
-
-
-def merge(a: dict | None, b: dict) -> dict:
-    return {**(a or {}), **b}
-
-
-def append_lists(a: dict | None, b: dict) -> dict:
-    out = dict(a or {})
-    for key, items in b.items():
-        out[key] = out.get(key, []) + items
-    return out
+from scheduler_common import ASKS, CALLS_PER_MEMBER, SENDS, CallLog, Prototype, append_lists, cli, merge
 
 
 class Team(TypedDict, total=False):
@@ -67,14 +56,11 @@ def open_store(saver: Any) -> SqliteStore:
     return store
 
 
-class MemberRuns:
+class MemberRuns(Prototype):
     """The member subgraph (its whole loop) and the mailbox of prototype (c)."""
 
     def __init__(self, members: int, *, chatty: bool, human: str | None, log: CallLog) -> None:
-        self.plan = latency_plan(members)
-        self.model = FakeModel(plan=self.plan, log=log)
-        self.names = member_names(members)
-        self.chatty, self.human = chatty, human
+        super().__init__(members, chatty=chatty, human=human, log=log)
         self.started: dict[str, int] = {}   # measurement only: each member's next call to read its mailbox
         sb = StateGraph(Member)
         sb.add_node("call", self.call)

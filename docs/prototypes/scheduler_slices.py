@@ -24,21 +24,10 @@ from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send, interrupt
-from scheduler_common import ASKS, CALLS_PER_MEMBER, SENDS, CallLog, FakeModel, cli, latency_plan, member_names
+from scheduler_common import ASKS, CALLS_PER_MEMBER, SENDS, CallLog, Prototype, append_lists, cli, merge
 
 FLAGS: dict[tuple[str, int], threading.Event] = {}
 """(thread id, superstep) -> the yield flag of that superstep (process memory only)."""
-
-
-def merge(a: dict | None, b: dict) -> dict:
-    return {**(a or {}), **b}
-
-
-def append_lists(a: dict | None, b: dict) -> dict:
-    out = dict(a or {})
-    for key, items in b.items():
-        out[key] = out.get(key, []) + items
-    return out
 
 
 class Team(TypedDict, total=False):
@@ -75,14 +64,11 @@ def mail_by_receiver(sent: list) -> dict[str, list[str]]:
     return out
 
 
-class Slices:
+class Slices(Prototype):
     """The member subgraph, the member task, the router and the route of prototype (a)."""
 
     def __init__(self, members: int, *, chatty: bool, human: str | None, log: CallLog) -> None:
-        self.plan = latency_plan(members)
-        self.model = FakeModel(plan=self.plan, log=log)
-        self.names = member_names(members)
-        self.chatty, self.human = chatty, human
+        super().__init__(members, chatty=chatty, human=human, log=log)
         sb = StateGraph(Slice)
         sb.add_node("call", self.call)
         sb.add_node("ask", self.ask)

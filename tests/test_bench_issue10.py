@@ -42,7 +42,7 @@ def test_the_fake_langsmith_endpoint_counts_what_a_traced_run_sends():
     assert small["bytes"] > 0
     assert any(p.startswith("/runs") for p in big["paths"])
     # the 200 000-character input and output are both in the trace, so the bytes grow with them
-    assert big["bytes"] - small["bytes"] >= 2 * 200_000
+    assert big["bytes"] >= 2 * 200_000 > 100 * small["bytes"]
 
 
 def test_the_fake_langsmith_endpoint_answers_info_and_stops():

@@ -19,8 +19,8 @@ SQLite sizes at R=10 within 1-2% for both libraries. Each agent has its own
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
@@ -151,9 +151,11 @@ def _run_team(system: str, build, params: dict, workdir: Path) -> dict:
               "recursion_limit": 20 * rounds + 50}
     output, timing = timed_invoke(graph, {"messages": [HumanMessage(TASK)]}, config, meter)
     size = db_bytes(path, conn)
+    # NOTE: every checkpoint row is one `put` of the saver (subgraph checkpoints included).
+    checkpoints = conn.execute("SELECT COUNT(*) FROM checkpoints").fetchone()[0]
     conn.close()
     return {"system": system, "workload": "delegation rounds", "rounds": rounds,
-            "messages": len(output["messages"]), "db_bytes": size, **timing}
+            "messages": len(output["messages"]), "db_bytes": size, "checkpoints": checkpoints, **timing}
 
 
 def supervisor_workload(params: dict, workdir: Path) -> dict:

@@ -14,11 +14,11 @@ import os
 import platform
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
-from bench import targets
+from bench import targets, targets_issue10
 from bench.harness import run_in_subprocess
 from bench.registry import Registry, Workload, load_registry
 
@@ -126,7 +126,7 @@ def write_results(path: Path, rows: list[dict], quick: bool, registry: Registry,
                   extra: dict | None = None) -> None:
     """Write rows, machine info, the date (and targets, cadence table) as JSON."""
     payload = {
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "quick": quick,
         "machine": machine_info(),
         "import_errors": registry.errors,
@@ -179,7 +179,7 @@ def format_lines(columns: tuple[str, ...], body: list[tuple[str, ...]]) -> str:
     lines = [columns] + body
     widths = [max(len(line[i]) for line in lines) for i in range(len(columns))]
     widths[-1] = len(columns[-1])
-    text = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() for line in lines]
+    text = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip() for line in lines]
     text.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(text)
 
@@ -202,7 +202,10 @@ def report_targets(rows: list[dict], quick: bool) -> dict:
     print(format_lines(targets.TARGET_COLUMNS, [tuple(t[c] for c in ("section", "target", "measured",
                                                                        "status", "note"))
                                                 for t in evaluated]))
-    return {"targets": evaluated, "cadence": cadences}
+    issue10 = targets_issue10.evaluate(rows)
+    print("\nissue 10 (README table)")
+    print(targets_issue10.markdown(issue10))
+    return {"targets": evaluated, "targets_issue10": issue10, "cadence": cadences}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import importlib
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 WorkloadFn = Callable[[dict, Path], dict]
-MODULES = ("bench.baselines", "bench.teamgraph_workloads", "bench.context_workloads")
+MODULES = ("bench.baselines", "bench.teamgraph_workloads", "bench.context_workloads", "bench.scheduler_workloads")
 
 
 @dataclass

@@ -9,7 +9,8 @@ and bench/NOTES.md for the profiles). Thresholds apply to full runs only.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 PASS, MISS, NA = "PASS", "MISS", "n/a"
 TARGET_COLUMNS = ("section", "target", "measured", "status", "note")

@@ -54,9 +54,10 @@ import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
@@ -85,6 +86,10 @@ CADENCES = (300, 1000, 3000, 10_000)
 """Snapshot cadences compared with teamgraph's default; the default itself is skipped
 (its rows are the `teamgraph-storage` rows)."""
 RESUME_REPEATS = 3
+NO_COMPACTION_TOKENS = 1_000_000_000
+"""A context window no workload here comes near: no compaction calls."""
+NO_BUDGET_CALLS = 1_000_000
+"""A model-call budget no workload here comes near."""
 
 TeamPolicy = Callable[[str, Sequence[BaseMessage], int], AIMessage]
 """`policy(agent, messages, call_index) -> AIMessage`; messages = [system, *history]."""
@@ -299,7 +304,11 @@ def _build_team(workdir: Path, model: TeamModel, saver, *, max_parallel: int = 8
         # annotations`), evaluated when the StateGraph is built: the module constant
         # is read then, so setting it before `compile()` sets the DeltaChannels' cadence.
         teamgraph.state.HISTORY_SNAPSHOT_FREQUENCY = snapshot_frequency
-    policy = Policy(max_parallel=max_parallel, **({"slice_steps": slice_steps} if slice_steps else {}))
+    # NOTE: compaction (issue 15) would add summary calls to long runs and change the workload
+    # the baselines are compared on (bench/context_workloads.py measures it on its own); the
+    # team's call budget (issue 9, 2 000 per user message) would stop the 5 000-message run.
+    policy = Policy(max_parallel=max_parallel, context_tokens=NO_COMPACTION_TOKENS,
+                    max_model_calls=NO_BUDGET_CALLS, **({"slice_steps": slice_steps} if slice_steps else {}))
     team = Team(model=model, home=workdir / "home", checkpointer=saver, policy=policy,
                 tools={"*": [echo]})
     graph = team.compile()
@@ -388,7 +397,7 @@ class Probe:
         setattr(owner, attr, self._wrap(name, original))
         self._undo.append(lambda: setattr(owner, attr, original))
 
-    def install(self, saver: Any) -> "Probe":
+    def install(self, saver: Any) -> Probe:
         """Wrap the saver's writes and teamgraph's parts (call before building the team)."""
         import importlib
 
@@ -721,7 +730,8 @@ def parallel_workload(params: dict, workdir: Path) -> dict:
     supersteps = _count(conn, "checkpoints")
     conn.close()
     ratio = makespan / critical
-    variant = f"max_parallel={max_parallel}, slice_steps={team.runtime.policy.slice_steps}" + (", progress" if progress else "")
+    variant = f"max_parallel={max_parallel}, slice_steps={team.runtime.policy.slice_steps}"
+    variant += ", progress" if progress else ""
     if params.get("max_concurrency"):
         variant += f", max_concurrency={params['max_concurrency']}"
     return {"system": SYSTEM, "workload": f"parallel ({variant})", "members": members,
@@ -789,7 +799,7 @@ def _cadence_params() -> list[dict]:
 WORKLOADS: dict[str, Workload] = {
     "teamgraph": Workload(
         delegation_workload,
-        full=[{"rounds": r} for r in FULL_ROUNDS] + [{"rounds": 100, "saver": "teamgraph"}],
+        full=[{"rounds": r} for r in FULL_ROUNDS] + [{"rounds": r, "saver": "teamgraph"} for r in (10, 100)],
         quick=[{"rounds": 10}], repeats=2, description=delegation_workload.__doc__),
     "teamgraph-storage": Workload(
         storage_workload,

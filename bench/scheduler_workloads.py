@@ -1,0 +1,280 @@
+"""Issue 10's workloads ("No lockstep"): lognormal latencies, checkpoint writes per model
+call, and the bytes a `values` stream and a LangSmith trace send per message.
+
+- ``teamgraph-lognormal``: N members x 10 model calls (9 echo calls, then an answer),
+  each member call sleeping a seeded lognormal latency (median 40 ms, sigma 0.8, capped
+  at 1 s, seeded per agent), ``Policy(max_parallel=N)``, through the public API
+  (``Team(...).compile().invoke``). Makespan over the critical path (the slowest member's
+  own total latency), and checkpoint writes per model call (the saver's ``put`` calls
+  over every model call of the run, the leader's included).
+- ``supervisor-lognormal`` / ``swarm-lognormal``: the same N workers x 10 calls with the
+  same latencies in langgraph-supervisor and langgraph-swarm. Neither can run workers in
+  parallel: the supervisor (0.0.31) follows only the first of several handoffs in one
+  message, so it hands off to each worker in turn; a swarm has one active agent at a time,
+  so each worker hands off to the next when done. Their makespan is about the sum of all
+  latencies: the figure shows what running members in parallel is worth.
+- ``teamgraph-observed``: the delegation workload (``bench.teamgraph_workloads``) at
+  about 80 and 300 messages, run once with ``stream_mode="values"`` (every chunk
+  serialized as ``langgraph dev`` serializes it for Studio) and with LangSmith tracing
+  on, sent to a local fake endpoint (``bench.fake_langsmith``) that counts the bytes it
+  receives. Bytes per message = bytes sent / messages in the final state.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+
+from bench.harness import fresh_sqlite_saver, timed_invoke
+from bench.registry import Workload
+from bench.scripted import ModelMeter, ScriptedChatModel, call_tool, filler, say
+from bench.teamgraph_workloads import (
+    LEADER,
+    SYSTEM,
+    TASK,
+    TeamModel,
+    _build_team,
+    _count,
+    _message_count,
+    check_calls,
+    delegation_leader,
+    echo_member,
+    fan_out_leader,
+    member_name,
+    probed,
+)
+
+MEDIAN_MS, SIGMA, CAP_MS = 40.0, 0.8, 1000.0
+STEPS = 10
+OBSERVED_ROUNDS = {80: 6, 300: 25}
+"""Messages -> delegation rounds (12 R + 5 messages)."""
+
+
+def lognormal_delay(rng: random.Random) -> float:
+    """One latency in seconds: lognormal, median 40 ms, sigma 0.8, capped at 1 s."""
+    return min(rng.lognormvariate(math.log(MEDIAN_MS), SIGMA), CAP_MS) / 1000.0
+
+
+class LognormalTeamModel(TeamModel):
+    """`TeamModel` whose slow agents sleep a seeded lognormal latency per call."""
+
+    def _agent_delay(self, agent: str) -> float:
+        if self.slow is not None and agent not in self.slow:
+            return 0.0
+        rng = self._agent_rngs.setdefault(agent, random.Random(f"{self.seed}:{agent}"))
+        return lognormal_delay(rng)
+
+
+def _plan(members: int, steps: int, seed: int) -> dict[str, list[float]]:
+    """The latencies `LognormalTeamModel` draws for each member (same seeds, same order)."""
+    out = {}
+    for i in range(1, members + 1):
+        rng = random.Random(f"{seed}:{member_name(i)}")
+        out[member_name(i)] = [lognormal_delay(rng) for _ in range(steps)]
+    return out
+
+
+def lognormal_workload(params: dict, workdir: Path) -> dict:
+    """teamgraph: N members x 10 calls, lognormal latencies, max_parallel = N."""
+    members, steps = int(params["members"]), int(params.get("steps", STEPS))
+    seed = int(params.get("seed", 0))
+    names = frozenset(member_name(i) for i in range(1, members + 1))
+    meter = ModelMeter()
+    model = LognormalTeamModel(policies={LEADER: fan_out_leader(members, 1), "*": echo_member(steps=steps)},
+                               meter=meter, slow=names, seed=seed)
+    saver, conn = fresh_sqlite_saver(workdir / "lognormal.sqlite")
+    with probed(saver) as probe:
+        team, graph = _build_team(workdir, model, saver, max_parallel=members)
+        config = {"configurable": {"thread_id": "lognormal"}}
+        output, timing = timed_invoke(graph, {"messages": [HumanMessage(TASK)]}, config, meter)
+    check_calls(model, {name: steps for name in names}, f"lognormal {members}x{steps}")
+    probe_puts = probe.calls["checkpoint_put"]
+    puts = _count(conn, "checkpoints")
+    conn.close()
+    critical = max(model.latency_by_agent.values())
+    ratio = timing["seconds"] / critical
+    return {"system": SYSTEM, "workload": f"lognormal ({members} members, max_parallel={members})",
+            "members": members, "steps": steps, "messages": _message_count(output),
+            "makespan_s": timing["seconds"], "critical_path_s": critical, "makespan_over_critical": ratio,
+            "checkpoint_puts": puts, "puts_per_model_call": puts / timing["model_calls"],
+            "probe_puts": probe_puts, "overhead_ms_per_call": None,
+            "note": f"makespan/critical {ratio:.2f}; {puts / timing['model_calls']:.2f} checkpoint puts per call",
+            **timing}
+
+
+# --- the baselines on the same workload ------------------------------------------------
+
+class _PlannedModel(ScriptedChatModel):
+    """A baseline agent's model that sleeps its planned latency on every worker call."""
+
+    delays: list[float] = []
+
+    def _delay_seconds(self) -> float:
+        index = self._calls - 1
+        return self.delays[index] if index < len(self.delays) else 0.0
+
+
+def _echo_policy(agent: str, steps: int, then: AIMessage | None):
+    """Worker: `steps - 1` echo calls, then `then` (a handoff) or a final answer."""
+    def policy(messages: Sequence[BaseMessage], n: int) -> AIMessage:
+        mine = sum(1 for m in messages if isinstance(m, ToolMessage) and m.name == "echo"
+                   and m.tool_call_id.startswith(f"{agent}-"))
+        if mine < steps - 1:
+            return call_tool("echo", {"text": filler(f"{agent} echo {mine}")}, call_id=f"{agent}-{mine}")
+        return then if then is not None else say(filler(f"{agent} answer"))
+    return policy
+
+
+def _baseline_row(system: str, graph, members: int, steps: int, plan: dict, meter: ModelMeter,
+                  saver_puts: list[int]) -> dict:
+    config = {"configurable": {"thread_id": system}, "recursion_limit": 50 * members * steps}
+    output, timing = timed_invoke(graph, {"messages": [HumanMessage(TASK)]}, config, meter)
+    critical = max(sum(v) for v in plan.values())
+    ratio = timing["seconds"] / critical
+    return {"system": system, "workload": f"lognormal ({members} workers)", "members": members, "steps": steps,
+            "messages": len(output["messages"]), "makespan_s": timing["seconds"], "critical_path_s": critical,
+            "makespan_over_critical": ratio, "checkpoint_puts": saver_puts[0],
+            "puts_per_model_call": saver_puts[0] / timing["model_calls"], "overhead_ms_per_call": None,
+            "note": f"makespan/critical {ratio:.2f}; {saver_puts[0] / timing['model_calls']:.2f} puts per call",
+            **timing}
+
+
+def _counted(saver) -> list[int]:
+    count = [0]
+    put = saver.put
+
+    def counted(*a, **k):
+        count[0] += 1
+        return put(*a, **k)
+
+    saver.put = counted
+    return count
+
+
+def supervisor_lognormal_workload(params: dict, workdir: Path) -> dict:
+    """langgraph-supervisor: N ReAct workers x 10 calls, handed off one at a time."""
+    from langgraph_supervisor import create_supervisor
+
+    from bench.baselines import create_react_agent, echo
+
+    members, steps = int(params["members"]), int(params.get("steps", STEPS))
+    plan = _plan(members, steps, int(params.get("seed", 0)))
+    meter = ModelMeter()
+    names = [f"worker_{i}" for i in range(1, members + 1)]
+    workers = [create_react_agent(_PlannedModel(agent=n, meter=meter, delays=plan[member_name(i + 1)],
+                                                policy=_echo_policy(n, steps, None)), tools=[echo], name=n)
+               for i, n in enumerate(names)]
+
+    def boss(messages: Sequence[BaseMessage], n: int) -> AIMessage:
+        # NOTE: langgraph-supervisor 0.0.31 follows only the first of several handoffs in one
+        # message (measured: the other workers never ran), so workers go one at a time.
+        done = sum(1 for m in messages if isinstance(m, ToolMessage) and (m.name or "").startswith("transfer_to_"))
+        if done < members:
+            return call_tool(f"transfer_to_{names[done]}", {}, call_id=f"h-{done}")
+        return say(filler("supervisor final answer"))
+
+    supervisor = create_supervisor(workers, model=ScriptedChatModel(agent="supervisor", meter=meter, policy=boss))
+    saver, conn = fresh_sqlite_saver(workdir / "supervisor.sqlite")
+    puts = _counted(saver)
+    row = _baseline_row("langgraph-supervisor", supervisor.compile(checkpointer=saver), members, steps, plan,
+                        meter, puts)
+    conn.close()
+    return row
+
+
+def swarm_lognormal_workload(params: dict, workdir: Path) -> dict:
+    """langgraph-swarm: N ReAct workers x 10 calls, one active agent at a time (a relay)."""
+    from langgraph_swarm import create_handoff_tool, create_swarm
+
+    from bench.baselines import create_react_agent, echo
+
+    members, steps = int(params["members"]), int(params.get("steps", STEPS))
+    plan = _plan(members, steps, int(params.get("seed", 0)))
+    meter = ModelMeter()
+    names = [f"worker_{i}" for i in range(1, members + 1)]
+    agents = []
+    for i, n in enumerate(names):
+        nxt = names[i + 1] if i + 1 < members else None
+        then = call_tool(f"transfer_to_{nxt}", {}, call_id=f"{n}-handoff") if nxt else None
+        tools = [echo] + ([create_handoff_tool(agent_name=nxt)] if nxt else [])
+        agents.append(create_react_agent(_PlannedModel(agent=n, meter=meter, delays=plan[member_name(i + 1)],
+                                                       policy=_echo_policy(n, steps, then)), tools=tools, name=n))
+    saver, conn = fresh_sqlite_saver(workdir / "swarm.sqlite")
+    puts = _counted(saver)
+    graph = create_swarm(agents, default_active_agent=names[0]).compile(checkpointer=saver)
+    row = _baseline_row("langgraph-swarm", graph, members, steps, plan, meter, puts)
+    conn.close()
+    return row
+
+
+# --- what Studio and LangSmith receive -------------------------------------------------
+
+def _studio_bytes(chunk) -> int:
+    """Bytes of one `values` chunk as the LangGraph API server serializes it for Studio."""
+    try:
+        from langgraph_api.serde import json_dumpb
+    except ImportError:  # pragma: no cover - langgraph-api is in the bench extra
+        import json
+
+        from langchain_core.load import dumpd
+        return len(json.dumps(chunk, default=lambda o: dumpd(o)).encode())
+    return len(json_dumpb(chunk))
+
+
+def observed_workload(params: dict, workdir: Path) -> dict:
+    """Delegation at ~80 / ~300 messages: bytes per message in a `values` stream and a LangSmith trace."""
+    from bench.fake_langsmith import FakeLangSmith
+
+    target = int(params["messages"])
+    rounds = OBSERVED_ROUNDS.get(target) or max(1, (target - 5) // 12)
+    with FakeLangSmith() as endpoint:
+        # NOTE: langsmith reads (and caches) its environment on first use: set it before any run.
+        os.environ.update({"LANGSMITH_ENDPOINT": endpoint.url, "LANGSMITH_TRACING": "true",
+                           "LANGSMITH_API_KEY": "bench-dummy-key", "LANGSMITH_PROJECT": "bench"})
+        meter = ModelMeter()
+        model = TeamModel(policies={LEADER: delegation_leader(rounds), "*": echo_member()}, meter=meter)
+        saver, conn = fresh_sqlite_saver(workdir / "observed.sqlite")
+        _team, graph = _build_team(workdir, model, saver)
+        config = {"configurable": {"thread_id": "observed"}}
+        streamed, chunks = 0, 0
+        start = time.perf_counter()
+        for chunk in graph.stream({"messages": [HumanMessage(TASK)]}, config, stream_mode="values",
+                                  durability="sync"):
+            streamed += _studio_bytes(chunk)
+            chunks += 1
+        seconds = time.perf_counter() - start
+        endpoint.flush()
+        values = graph.get_state(config).values
+        conn.close()
+        messages = _message_count(values)
+        traced = endpoint.bytes_received
+    return {"system": SYSTEM, "workload": "observed bytes (values stream, LangSmith trace)", "rounds": rounds,
+            "messages": messages, "values_chunks": chunks, "values_bytes": streamed,
+            "values_bytes_per_message": streamed / messages, "trace_bytes": traced,
+            "trace_requests": endpoint.requests, "trace_bytes_per_message": traced / messages,
+            "seconds": seconds, "model_calls": meter.calls, "model_seconds": meter.seconds,
+            "overhead_ms_per_call": None,
+            "note": f"values {streamed / messages / 1000:.1f} KB/msg, trace {traced / messages / 1000:.1f} KB/msg "
+                    f"({endpoint.requests} ingest requests)"}
+
+
+WORKLOADS: dict[str, Workload] = {
+    "teamgraph-lognormal": Workload(
+        lognormal_workload, full=[{"members": 8}, {"members": 16}],
+        quick=[{"members": 4, "steps": 3}], repeats=2, description=lognormal_workload.__doc__),
+    "supervisor-lognormal": Workload(
+        supervisor_lognormal_workload, full=[{"members": 8}, {"members": 16}],
+        quick=[{"members": 4, "steps": 3}], repeats=2, description=supervisor_lognormal_workload.__doc__),
+    "swarm-lognormal": Workload(
+        swarm_lognormal_workload, full=[{"members": 8}, {"members": 16}],
+        quick=[], description=swarm_lognormal_workload.__doc__),
+    "teamgraph-observed": Workload(
+        observed_workload, full=[{"messages": 80}, {"messages": 300}],
+        quick=[{"messages": 80}], description=observed_workload.__doc__),
+}

@@ -1,0 +1,93 @@
+"""The benchmark pieces of issue 10: the fake LangSmith endpoint and the README's targets table."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from bench import targets_issue10
+from bench.fake_langsmith import FakeLangSmith
+
+REPO = Path(__file__).resolve().parent.parent
+
+TRACED_CHILD = textwrap.dedent(
+    """
+    import json, os, sys
+    from bench.fake_langsmith import FakeLangSmith
+    from langchain_core.runnables import RunnableLambda
+
+    with FakeLangSmith() as endpoint:
+        os.environ.update({"LANGSMITH_ENDPOINT": endpoint.url, "LANGSMITH_TRACING": "true",
+                           "LANGSMITH_API_KEY": "dummy", "LANGSMITH_PROJECT": "t"})
+        chain = RunnableLambda(lambda text: text.upper()).with_config(run_name="shout")
+        for size in (10, int(sys.argv[1])):
+            endpoint.flush()
+            before = endpoint.bytes_received
+            chain.invoke("x" * size)
+            endpoint.flush()
+            print(json.dumps({"size": size, "bytes": endpoint.bytes_received - before,
+                              "paths": sorted(endpoint.paths)}))
+    """
+)
+
+
+def test_the_fake_langsmith_endpoint_counts_what_a_traced_run_sends():
+    out = subprocess.run([sys.executable, "-c", TRACED_CHILD, "200000"], cwd=REPO, capture_output=True,
+                         text=True, timeout=120, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    small, big = (json.loads(line) for line in out.stdout.splitlines() if line.startswith("{"))
+    assert small["bytes"] > 0
+    assert any(p.startswith("/runs") for p in big["paths"])
+    # the 200 000-character input and output are both in the trace, so the bytes grow with them
+    assert big["bytes"] >= 2 * 200_000 > 100 * small["bytes"]
+
+
+def test_the_fake_langsmith_endpoint_answers_info_and_stops():
+    import urllib.request
+
+    with FakeLangSmith() as endpoint:
+        info = json.loads(urllib.request.urlopen(f"{endpoint.url}/info", timeout=5).read())
+        request = urllib.request.Request(f"{endpoint.url}/runs/batch", data=b"12345", method="POST")
+        assert urllib.request.urlopen(request, timeout=5).status == 200
+        assert (endpoint.bytes_received, endpoint.requests) == (5, 1)
+    assert "version" in info
+
+
+def _row(workload: str, params: dict, **fields) -> dict:
+    return {"workload_name": workload, "params": params, **fields}
+
+
+def test_issue10_targets_pass_and_miss_by_their_thresholds():
+    rows = [
+        _row("teamgraph-lognormal", {"members": 8}, system="teamgraph", makespan_over_critical=1.10, makespan_s=1.0,
+             puts_per_model_call=0.9),
+        _row("teamgraph-lognormal", {"members": 16}, system="teamgraph", makespan_over_critical=1.20, makespan_s=1.2),
+        _row("supervisor-lognormal", {"members": 8}, system="langgraph-supervisor", makespan_over_critical=6.0,
+             makespan_s=5.0),
+        _row("teamgraph", {"rounds": 100}, checkpoints=100, model_calls=100, overhead_ms_per_call=1.0),
+        _row("supervisor", {"rounds": 100}, system="langgraph-supervisor", checkpoints=300, model_calls=100,
+             overhead_ms_per_call=20.0),
+        _row("teamgraph-observed", {"messages": 80}, messages=77, values_bytes_per_message=1000.0,
+             trace_bytes_per_message=2000.0),
+        _row("teamgraph-observed", {"messages": 300}, messages=305, values_bytes_per_message=1200.0,
+             trace_bytes_per_message=4000.0),
+    ]
+    records = {r["target"].split(" <=")[0].split(":")[0]: r for r in targets_issue10.evaluate(rows)}
+    lognormal = next(r for k, r in records.items() if k.startswith("makespan / critical path, lognormal"))
+    assert (lognormal["measured"], lognormal["status"]) == ("1.10 and 1.20", "MISS")
+    assert "langgraph-supervisor 6.00" in lognormal["note"]
+    checkpoints = next(r for k, r in records.items() if k.startswith("checkpoints written"))
+    assert (checkpoints["measured"], checkpoints["status"]) == ("1.00", "PASS")
+    assert "langgraph-supervisor 3.00" in checkpoints["note"]
+    ratio = next(r for k, r in records.items() if k.endswith("R = 100"))
+    assert (ratio["measured"], ratio["status"]) == ("0.05", "PASS")
+    values = next(r for k, r in records.items() if "`values` stream" in k)
+    trace = next(r for k, r in records.items() if "LangSmith trace" in k)
+    assert (values["status"], trace["status"]) == ("PASS", "MISS")
+    missing = next(r for k, r in records.items() if k.startswith("resume"))
+    assert missing["status"] == "n/a"
+    table = targets_issue10.markdown(targets_issue10.evaluate(rows))
+    assert table.count("\n") == len(targets_issue10.evaluate(rows)) + 1

@@ -56,8 +56,9 @@ def _last_is_echo(messages: Sequence[BaseMessage]) -> bool:
 
 def _echo_call(agent: str, n: int) -> AIMessage:
     """Call `echo` with ~500 characters of text, after ~500 characters of reasoning."""
-    return call_tool("echo", {"text": filler(f"{agent} echo {n}")}, call_id=f"{agent}-{n}",
-                     content=filler(f"{agent} thinking {n}"))
+    return call_tool(
+        "echo", {"text": filler(f"{agent} echo {n}")}, call_id=f"{agent}-{n}", content=filler(f"{agent} thinking {n}")
+    )
 
 
 def _handoff(agent: str, n: int, tool_name: str) -> AIMessage:
@@ -72,24 +73,28 @@ def _model(agent: str, meter: ModelMeter, policy) -> ScriptedChatModel:
 
 # --- langgraph-supervisor ------------------------------------------------------------
 
+
 def supervisor_policy(rounds: int):
     """Supervisor: alternate handoffs to worker_a / worker_b for R rounds, then answer."""
+
     def policy(messages: Sequence[BaseMessage], n: int) -> AIMessage:
-        done = sum(1 for m in messages if isinstance(m, ToolMessage)
-                   and (m.name or "").startswith("transfer_to_"))
+        done = sum(1 for m in messages if isinstance(m, ToolMessage) and (m.name or "").startswith("transfer_to_"))
         if done >= 2 * rounds:
             return say(filler(f"supervisor final answer {n}"))
         target = "worker_a" if done % 2 == 0 else "worker_b"
         return _handoff("supervisor", n, f"transfer_to_{target}")
+
     return policy
 
 
 def supervised_worker_policy(agent: str):
     """Supervised worker: echo, then answer with what came back."""
+
     def policy(messages: Sequence[BaseMessage], n: int) -> AIMessage:
         if _last_is_echo(messages):
             return say(filler(f"{agent} answer {n}"))
         return _echo_call(agent, n)
+
     return policy
 
 
@@ -98,16 +103,15 @@ def build_supervisor(rounds: int, meter: ModelMeter, checkpointer):
     from langgraph_supervisor import create_supervisor
 
     workers = [
-        create_react_agent(_model(name, meter, supervised_worker_policy(name)),
-                           tools=[echo], name=name)
+        create_react_agent(_model(name, meter, supervised_worker_policy(name)), tools=[echo], name=name)
         for name in ("worker_a", "worker_b")
     ]
-    supervisor = create_supervisor(
-        workers, model=_model("supervisor", meter, supervisor_policy(rounds)))
+    supervisor = create_supervisor(workers, model=_model("supervisor", meter, supervisor_policy(rounds)))
     return supervisor.compile(checkpointer=checkpointer)
 
 
 # --- langgraph-swarm -----------------------------------------------------------------
+
 
 def swarm_policy(agent: str, peer: str, rounds: int | None):
     """Swarm agent: echo, then hand off to `peer`.
@@ -115,12 +119,14 @@ def swarm_policy(agent: str, peer: str, rounds: int | None):
     The agent with `rounds` set (worker_a) gives the final answer instead of
     echoing once it has been handed control back R times.
     """
+
     def policy(messages: Sequence[BaseMessage], n: int) -> AIMessage:
         if _last_is_echo(messages):
             return _handoff(agent, n, f"transfer_to_{peer}")
         if rounds is not None and _tool_messages(messages, f"transfer_to_{agent}") >= rounds:
             return say(filler(f"{agent} final answer {n}"))
         return _echo_call(agent, n)
+
     return policy
 
 
@@ -130,15 +136,16 @@ def build_swarm(rounds: int, meter: ModelMeter, checkpointer):
 
     def agent(name: str, peer: str, rounds_: int | None):
         model = _model(name, meter, swarm_policy(name, peer, rounds_))
-        return create_react_agent(
-            model, tools=[echo, create_handoff_tool(agent_name=peer)], name=name)
+        return create_react_agent(model, tools=[echo, create_handoff_tool(agent_name=peer)], name=name)
 
-    swarm = create_swarm([agent("worker_a", "worker_b", rounds), agent("worker_b", "worker_a", None)],
-                         default_active_agent="worker_a")
+    swarm = create_swarm(
+        [agent("worker_a", "worker_b", rounds), agent("worker_b", "worker_a", None)], default_active_agent="worker_a"
+    )
     return swarm.compile(checkpointer=checkpointer)
 
 
 # --- workloads -----------------------------------------------------------------------
+
 
 def _run_team(system: str, build, params: dict, workdir: Path) -> dict:
     """Build a team on a fresh SQLite file, run R rounds once, measure it."""
@@ -147,15 +154,21 @@ def _run_team(system: str, build, params: dict, workdir: Path) -> dict:
     path = workdir / f"{system}.sqlite"
     saver, conn = fresh_sqlite_saver(path)
     graph = build(rounds, meter, saver)
-    config = {"configurable": {"thread_id": f"{system}-r{rounds}"},
-              "recursion_limit": 20 * rounds + 50}
+    config = {"configurable": {"thread_id": f"{system}-r{rounds}"}, "recursion_limit": 20 * rounds + 50}
     output, timing = timed_invoke(graph, {"messages": [HumanMessage(TASK)]}, config, meter)
     size = db_bytes(path, conn)
     # NOTE: every checkpoint row is one `put` of the saver (subgraph checkpoints included).
     checkpoints = conn.execute("SELECT COUNT(*) FROM checkpoints").fetchone()[0]
     conn.close()
-    return {"system": system, "workload": "delegation rounds", "rounds": rounds,
-            "messages": len(output["messages"]), "db_bytes": size, "checkpoints": checkpoints, **timing}
+    return {
+        "system": system,
+        "workload": "delegation rounds",
+        "rounds": rounds,
+        "messages": len(output["messages"]),
+        "db_bytes": size,
+        "checkpoints": checkpoints,
+        **timing,
+    }
 
 
 def supervisor_workload(params: dict, workdir: Path) -> dict:
@@ -169,12 +182,18 @@ def swarm_workload(params: dict, workdir: Path) -> dict:
 
 
 WORKLOADS: dict[str, Workload] = {
-    "supervisor": Workload(supervisor_workload,
-                           full=[{"rounds": r} for r in FULL_ROUNDS],
-                           quick=[{"rounds": 10}], repeats=2,
-                           description=supervisor_workload.__doc__),
-    "swarm": Workload(swarm_workload,
-                      full=[{"rounds": r} for r in FULL_ROUNDS],
-                      quick=[{"rounds": 10}], repeats=2,
-                      description=swarm_workload.__doc__),
+    "supervisor": Workload(
+        supervisor_workload,
+        full=[{"rounds": r} for r in FULL_ROUNDS],
+        quick=[{"rounds": 10}],
+        repeats=2,
+        description=supervisor_workload.__doc__,
+    ),
+    "swarm": Workload(
+        swarm_workload,
+        full=[{"rounds": r} for r in FULL_ROUNDS],
+        quick=[{"rounds": 10}],
+        repeats=2,
+        description=swarm_workload.__doc__,
+    ),
 }

@@ -25,22 +25,41 @@ from bench.registry import Registry, Workload, load_registry
 DEFAULT_OUT = Path(__file__).resolve().parent / "results.json"
 QUICK_OUT = DEFAULT_OUT.with_name("results-quick.json")
 """A quick run writes here by default, so it does not overwrite the full results."""
-PACKAGES = ("langgraph", "langgraph-checkpoint-sqlite", "langgraph-supervisor",
-            "langgraph-swarm", "langchain-core", "teamgraph")
-COLUMNS = ("system", "workload", "R / messages", "calls", "overhead ms/call",
-           "db bytes", "bytes/msg", "peak RSS MB", "seconds", "note")
+PACKAGES = (
+    "langgraph",
+    "langgraph-checkpoint-sqlite",
+    "langgraph-supervisor",
+    "langgraph-swarm",
+    "langchain-core",
+    "teamgraph",
+)
+COLUMNS = (
+    "system",
+    "workload",
+    "R / messages",
+    "calls",
+    "overhead ms/call",
+    "db bytes",
+    "bytes/msg",
+    "peak RSS MB",
+    "seconds",
+    "note",
+)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """Command-line options."""
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    parser.add_argument("--quick", action="store_true",
-                        help="smoke run: each workload's quick parameter sets only")
-    parser.add_argument("--only", nargs="+", metavar="NAME",
-                        help="run only these workloads (names or shell-style patterns)")
-    parser.add_argument("--out", type=Path, default=None,
-                        help=f"where to write the JSON results (default: {DEFAULT_OUT}, "
-                             f"or {QUICK_OUT.name} next to it with --quick)")
+    parser.add_argument("--quick", action="store_true", help="smoke run: each workload's quick parameter sets only")
+    parser.add_argument(
+        "--only", nargs="+", metavar="NAME", help="run only these workloads (names or shell-style patterns)"
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help=f"where to write the JSON results (default: {DEFAULT_OUT}, or {QUICK_OUT.name} next to it with --quick)",
+    )
     parser.add_argument("--list", action="store_true", help="list workloads and exit")
     return parser.parse_args(argv)
 
@@ -49,8 +68,7 @@ def select(workloads: dict[str, Workload], patterns: list[str] | None) -> dict[s
     """The workloads whose name matches one of `patterns` (all of them if None)."""
     if not patterns:
         return dict(workloads)
-    chosen = {n: w for n, w in workloads.items()
-              if any(fnmatch.fnmatch(n, p) for p in patterns)}
+    chosen = {n: w for n, w in workloads.items() if any(fnmatch.fnmatch(n, p) for p in patterns)}
     unknown = [p for p in patterns if not any(fnmatch.fnmatch(n, p) for n in workloads)]
     if unknown:
         sys.exit(f"unknown workload(s): {', '.join(unknown)}; known: {', '.join(workloads)}")
@@ -122,8 +140,7 @@ def _version(package: str) -> str | None:
         return None
 
 
-def write_results(path: Path, rows: list[dict], quick: bool, registry: Registry,
-                  extra: dict | None = None) -> None:
+def write_results(path: Path, rows: list[dict], quick: bool, registry: Registry, extra: dict | None = None) -> None:
     """Write rows, machine info, the date (and targets, cadence table) as JSON."""
     payload = {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -158,13 +175,17 @@ def table_row(row: dict) -> tuple[str, ...]:
     if "error" in row:
         first = row["error"].splitlines()[-1][:60]
         return (row["workload_name"], "ERROR", json.dumps(row["params"]), first, "", "", "", "", "", "")
-    size = f"R={row['rounds']}" if "rounds" in row else ",".join(
-        f"{k}={v}" for k, v in row["params"].items())
+    size = f"R={row['rounds']}" if "rounds" in row else ",".join(f"{k}={v}" for k, v in row["params"].items())
     return (
-        row["system"], row["workload"], f"{size} / {row.get('messages', '-')}",
-        str(row.get("model_calls", "-")), _num(row.get("overhead_ms_per_call"), ".1f"),
-        _human_bytes(row.get("db_bytes")), _human_bytes(row.get("bytes_per_message")),
-        _num(row.get("peak_rss_mb"), ".0f"), _num(row.get("seconds"), ".2f"),
+        row["system"],
+        row["workload"],
+        f"{size} / {row.get('messages', '-')}",
+        str(row.get("model_calls", "-")),
+        _num(row.get("overhead_ms_per_call"), ".1f"),
+        _human_bytes(row.get("db_bytes")),
+        _human_bytes(row.get("bytes_per_message")),
+        _num(row.get("peak_rss_mb"), ".0f"),
+        _num(row.get("seconds"), ".2f"),
         row.get("note", ""),
     )
 
@@ -191,17 +212,22 @@ def report_targets(rows: list[dict], quick: bool) -> dict:
     """
     cadences = targets.cadence_rows(rows)
     if cadences:
-        print("\nDeltaChannel snapshot cadence (teamgraph.state.HISTORY_SNAPSHOT_FREQUENCY): "
-              "storage vs resume (fresh process: open, get_state, one step)")
+        print(
+            "\nDeltaChannel snapshot cadence (teamgraph.state.HISTORY_SNAPSHOT_FREQUENCY): "
+            "storage vs resume (fresh process: open, get_state, one step)"
+        )
         print(format_lines(targets.CADENCE_COLUMNS, [targets.cadence_table_row(c) for c in cadences]))
     if quick:
         print("\nquick run: smoke check only, targets not evaluated")
         return {"cadence": cadences}
     evaluated = targets.evaluate(rows)
     print("\ntargets (issue 6)")
-    print(format_lines(targets.TARGET_COLUMNS, [tuple(t[c] for c in ("section", "target", "measured",
-                                                                       "status", "note"))
-                                                for t in evaluated]))
+    print(
+        format_lines(
+            targets.TARGET_COLUMNS,
+            [tuple(t[c] for c in ("section", "target", "measured", "status", "note")) for t in evaluated],
+        )
+    )
     issue10 = targets_issue10.evaluate(rows)
     print("\nissue 10 (README table)")
     print(targets_issue10.markdown(issue10))

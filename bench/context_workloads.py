@@ -63,10 +63,19 @@ def context_workload(params: dict, workdir: Path) -> dict:
 
     calls = int(params["calls"])
     script = {
-        LEADER: [{"content": "", "tool_calls": [{"name": "create_sub_agent", "args": {
-            "role_id": "researcher", "task": f"Read pages 1 to {calls}."}}]}] + [""] * 4,
-        MEMBER: [{"content": "", "tool_calls": [{"name": "fetch_page", "args": {"page": n}}]}
-                 for n in range(1, calls + 1)] + [f"Read {calls} pages."],
+        LEADER: [
+            {
+                "content": "",
+                "tool_calls": [
+                    {"name": "create_sub_agent", "args": {"role_id": "researcher", "task": f"Read pages 1 to {calls}."}}
+                ],
+            }
+        ]
+        + [""] * 4,
+        MEMBER: [
+            {"content": "", "tool_calls": [{"name": "fetch_page", "args": {"page": n}}]} for n in range(1, calls + 1)
+        ]
+        + [f"Read {calls} pages."],
     }
     policy = Policy(context_tokens=WINDOW, max_turn_steps=calls + 10, slice_steps=int(params.get("slice_steps", 1)))
     team = Team(model=ScriptedChatModel(script), home=workdir / "home", policy=policy, tools=[fetch_page])
@@ -79,22 +88,35 @@ def context_workload(params: dict, workdir: Path) -> dict:
     history = values["histories"][MEMBER]
     compactions = sum("teamgraph_compaction" in m.additional_kwargs for m in history)
     # NOTE: whole buckets only: the member's final answer is call N + 1.
-    means = [statistics.fmean(meter.turns[i:i + BUCKET]) for i in range(0, len(meter.turns) - BUCKET + 1, BUCKET)]
+    means = [statistics.fmean(meter.turns[i : i + BUCKET]) for i in range(0, len(meter.turns) - BUCKET + 1, BUCKET)]
     later = means[1:] or means
     return {
-        "system": SYSTEM, "workload": f"context ({calls}-call member)", "calls": calls,
-        "model_calls": len(meter.turns) + len(meter.summaries), "model_seconds": 0.0,
-        "messages": sum(len(h) for h in values["histories"].values()), "seconds": seconds,
-        "cpu_seconds": cpu_seconds, "db_bytes": db_bytes(team.db_path), "peak_rss_mb": peak_rss_mb(),
-        "window": WINDOW, "limit": int(WINDOW * policy.context_threshold),
+        "system": SYSTEM,
+        "workload": f"context ({calls}-call member)",
+        "calls": calls,
+        "model_calls": len(meter.turns) + len(meter.summaries),
+        "model_seconds": 0.0,
+        "messages": sum(len(h) for h in values["histories"].values()),
+        "seconds": seconds,
+        "cpu_seconds": cpu_seconds,
+        "db_bytes": db_bytes(team.db_path),
+        "peak_rss_mb": peak_rss_mb(),
+        "window": WINDOW,
+        "limit": int(WINDOW * policy.context_threshold),
         "prompt_tokens_per_100_calls": [round(m) for m in means],
-        "prompt_tokens_max": max(meter.turns), "summary_prompt_tokens_max": max(meter.summaries, default=0),
-        "compactions": compactions, "flat": max(later) / min(later),
+        "prompt_tokens_max": max(meter.turns),
+        "summary_prompt_tokens_max": max(meter.summaries, default=0),
+        "compactions": compactions,
+        "flat": max(later) / min(later),
     }
 
 
 WORKLOADS: dict[str, Workload] = {
     "teamgraph-context": Workload(
-        context_workload, full=[{"calls": 1000}], quick=[{"calls": 200}],
-        timeout_s=900.0, description=context_workload.__doc__),
+        context_workload,
+        full=[{"calls": 1000}],
+        quick=[{"calls": 200}],
+        timeout_s=900.0,
+        description=context_workload.__doc__,
+    ),
 }

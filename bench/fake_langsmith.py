@@ -14,9 +14,15 @@ import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-INFO = {"version": "0.0.0-bench", "batch_ingest_config": {"size_limit": 100, "scale_up_nthreads_limit": 1,
-                                                          "scale_up_qsize_trigger": 1000,
-                                                          "scale_down_nempty_trigger": 4}}
+INFO = {
+    "version": "0.0.0-bench",
+    "batch_ingest_config": {
+        "size_limit": 100,
+        "scale_up_nthreads_limit": 1,
+        "scale_up_qsize_trigger": 1000,
+        "scale_down_nempty_trigger": 4,
+    },
+}
 
 
 class FakeLangSmith:

@@ -74,8 +74,12 @@ def timed_invoke(graph: Any, inputs: Any, config: dict, meter: ModelMeter) -> tu
     start = time.perf_counter()
     output = graph.invoke(inputs, config, durability="sync")
     seconds = time.perf_counter() - start
-    return output, {"seconds": seconds, "model_calls": meter.calls, "model_seconds": meter.seconds,
-                    "cpu_seconds": time.process_time() - cpu}
+    return output, {
+        "seconds": seconds,
+        "model_calls": meter.calls,
+        "model_seconds": meter.seconds,
+        "cpu_seconds": time.process_time() - cpu,
+    }
 
 
 def overhead_ms_per_call(seconds: float, model_seconds: float, model_calls: int) -> float | None:
@@ -93,8 +97,9 @@ def finish_row(raw: dict, params: dict) -> dict:
     as they are).
     """
     row = {"params": params, **raw}
-    row.setdefault("overhead_ms_per_call", overhead_ms_per_call(
-        raw["seconds"], raw.get("model_seconds", 0.0), raw["model_calls"]))
+    row.setdefault(
+        "overhead_ms_per_call", overhead_ms_per_call(raw["seconds"], raw.get("model_seconds", 0.0), raw["model_calls"])
+    )
     size, messages = raw.get("db_bytes"), raw.get("messages")
     row.setdefault("bytes_per_message", size / messages if size and messages else None)
     # NOTE: a workload may measure its peak itself (before post-run analysis).
@@ -108,16 +113,17 @@ def run_in_subprocess(name: str, params: dict, timeout_s: float = 600.0) -> dict
     On failure (non-zero exit, timeout, no result line) the row carries an `error`.
     """
     cmd = [sys.executable, "-m", "bench.worker", name, json.dumps(params)]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p),
+    }
     base = {"workload_name": name, "params": params}
     try:
-        proc = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True,
-                              text=True, timeout=timeout_s)
+        proc = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
         return {**base, "error": f"timed out after {timeout_s:.0f} s"}
     for line in reversed(proc.stdout.splitlines()):
         if line.startswith(RESULT_MARKER):
-            return {"workload_name": name, **json.loads(line[len(RESULT_MARKER):])}
+            return {"workload_name": name, **json.loads(line[len(RESULT_MARKER) :])}
     tail = (proc.stderr or proc.stdout).strip().splitlines()[-15:]
     return {**base, "error": f"exit code {proc.returncode}: " + "\n".join(tail)}

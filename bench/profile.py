@@ -28,8 +28,9 @@ from bench.registry import load_registry
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.profile", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.profile", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("name", help="workload name (see python -m bench --list)")
     parser.add_argument("params", help="JSON parameters, e.g. '{\"rounds\": 100}'")
     parser.add_argument("--sort", choices=("cumulative", "tottime"), default=None)
@@ -50,8 +51,9 @@ def main(argv: list[str] | None = None) -> int:
             profiler.disable()
 
     # Workload modules import `timed_invoke` by name: patch it where it is used.
-    patched = [m for m in list(sys.modules.values())
-               if getattr(m, "timed_invoke", None) is original and m is not bench.harness]
+    patched = [
+        m for m in list(sys.modules.values()) if getattr(m, "timed_invoke", None) is original and m is not bench.harness
+    ]
     for module in patched:
         module.timed_invoke = profiled_invoke
     try:
@@ -62,11 +64,14 @@ def main(argv: list[str] | None = None) -> int:
             module.timed_invoke = original
     out = args.out or Path(tempfile.gettempdir()) / f"bench-{args.name}.prof"
     profiler.dump_stats(str(out))
-    summary = {k: row.get(k) for k in ("seconds", "model_calls", "model_seconds", "messages",
-                                        "db_bytes", "breakdown_ms_per_call") if k in row}
+    summary = {
+        k: row.get(k)
+        for k in ("seconds", "model_calls", "model_seconds", "messages", "db_bytes", "breakdown_ms_per_call")
+        if k in row
+    }
     print(json.dumps(summary, indent=1))
     stats = pstats.Stats(profiler)
-    for key in ([args.sort] if args.sort else ["cumulative", "tottime"]):
+    for key in [args.sort] if args.sort else ["cumulative", "tottime"]:
         stats.sort_stats(key).print_stats(args.limit)
     print(f"raw stats: {out}")
     return 0

@@ -86,8 +86,9 @@ def lognormal_workload(params: dict, workdir: Path) -> dict:
     seed = int(params.get("seed", 0))
     names = frozenset(member_name(i) for i in range(1, members + 1))
     meter = ModelMeter()
-    model = LognormalTeamModel(policies={LEADER: fan_out_leader(members, 1), "*": echo_member(steps=steps)},
-                               meter=meter, slow=names, seed=seed)
+    model = LognormalTeamModel(
+        policies={LEADER: fan_out_leader(members, 1), "*": echo_member(steps=steps)}, meter=meter, slow=names, seed=seed
+    )
     saver, conn = fresh_sqlite_saver(workdir / "lognormal.sqlite")
     with probed(saver) as probe:
         team, graph = _build_team(workdir, model, saver, max_parallel=members)
@@ -99,16 +100,26 @@ def lognormal_workload(params: dict, workdir: Path) -> dict:
     conn.close()
     critical = max(model.latency_by_agent.values())
     ratio = timing["seconds"] / critical
-    return {"system": SYSTEM, "workload": f"lognormal ({members} members, max_parallel={members})",
-            "members": members, "steps": steps, "messages": _message_count(output),
-            "makespan_s": timing["seconds"], "critical_path_s": critical, "makespan_over_critical": ratio,
-            "checkpoint_puts": puts, "puts_per_model_call": puts / timing["model_calls"],
-            "probe_puts": probe_puts, "overhead_ms_per_call": None,
-            "note": f"makespan/critical {ratio:.2f}; {puts / timing['model_calls']:.2f} checkpoint puts per call",
-            **timing}
+    return {
+        "system": SYSTEM,
+        "workload": f"lognormal ({members} members, max_parallel={members})",
+        "members": members,
+        "steps": steps,
+        "messages": _message_count(output),
+        "makespan_s": timing["seconds"],
+        "critical_path_s": critical,
+        "makespan_over_critical": ratio,
+        "checkpoint_puts": puts,
+        "puts_per_model_call": puts / timing["model_calls"],
+        "probe_puts": probe_puts,
+        "overhead_ms_per_call": None,
+        "note": f"makespan/critical {ratio:.2f}; {puts / timing['model_calls']:.2f} checkpoint puts per call",
+        **timing,
+    }
 
 
 # --- the baselines on the same workload ------------------------------------------------
+
 
 class _PlannedModel(ScriptedChatModel):
     """A baseline agent's model that sleeps its planned latency on every worker call."""
@@ -122,27 +133,42 @@ class _PlannedModel(ScriptedChatModel):
 
 def _echo_policy(agent: str, steps: int, then: AIMessage | None):
     """Worker: `steps - 1` echo calls, then `then` (a handoff) or a final answer."""
+
     def policy(messages: Sequence[BaseMessage], n: int) -> AIMessage:
-        mine = sum(1 for m in messages if isinstance(m, ToolMessage) and m.name == "echo"
-                   and m.tool_call_id.startswith(f"{agent}-"))
+        mine = sum(
+            1
+            for m in messages
+            if isinstance(m, ToolMessage) and m.name == "echo" and m.tool_call_id.startswith(f"{agent}-")
+        )
         if mine < steps - 1:
             return call_tool("echo", {"text": filler(f"{agent} echo {mine}")}, call_id=f"{agent}-{mine}")
         return then if then is not None else say(filler(f"{agent} answer"))
+
     return policy
 
 
-def _baseline_row(system: str, graph, members: int, steps: int, plan: dict, meter: ModelMeter,
-                  saver_puts: list[int]) -> dict:
+def _baseline_row(
+    system: str, graph, members: int, steps: int, plan: dict, meter: ModelMeter, saver_puts: list[int]
+) -> dict:
     config = {"configurable": {"thread_id": system}, "recursion_limit": 50 * members * steps}
     output, timing = timed_invoke(graph, {"messages": [HumanMessage(TASK)]}, config, meter)
     critical = max(sum(v) for v in plan.values())
     ratio = timing["seconds"] / critical
-    return {"system": system, "workload": f"lognormal ({members} workers)", "members": members, "steps": steps,
-            "messages": len(output["messages"]), "makespan_s": timing["seconds"], "critical_path_s": critical,
-            "makespan_over_critical": ratio, "checkpoint_puts": saver_puts[0],
-            "puts_per_model_call": saver_puts[0] / timing["model_calls"], "overhead_ms_per_call": None,
-            "note": f"makespan/critical {ratio:.2f}; {saver_puts[0] / timing['model_calls']:.2f} puts per call",
-            **timing}
+    return {
+        "system": system,
+        "workload": f"lognormal ({members} workers)",
+        "members": members,
+        "steps": steps,
+        "messages": len(output["messages"]),
+        "makespan_s": timing["seconds"],
+        "critical_path_s": critical,
+        "makespan_over_critical": ratio,
+        "checkpoint_puts": saver_puts[0],
+        "puts_per_model_call": saver_puts[0] / timing["model_calls"],
+        "overhead_ms_per_call": None,
+        "note": f"makespan/critical {ratio:.2f}; {saver_puts[0] / timing['model_calls']:.2f} puts per call",
+        **timing,
+    }
 
 
 def _counted(saver) -> list[int]:
@@ -167,9 +193,14 @@ def supervisor_lognormal_workload(params: dict, workdir: Path) -> dict:
     plan = _plan(members, steps, int(params.get("seed", 0)))
     meter = ModelMeter()
     names = [f"worker_{i}" for i in range(1, members + 1)]
-    workers = [create_react_agent(_PlannedModel(agent=n, meter=meter, delays=plan[member_name(i + 1)],
-                                                policy=_echo_policy(n, steps, None)), tools=[echo], name=n)
-               for i, n in enumerate(names)]
+    workers = [
+        create_react_agent(
+            _PlannedModel(agent=n, meter=meter, delays=plan[member_name(i + 1)], policy=_echo_policy(n, steps, None)),
+            tools=[echo],
+            name=n,
+        )
+        for i, n in enumerate(names)
+    ]
 
     def boss(messages: Sequence[BaseMessage], n: int) -> AIMessage:
         # NOTE: langgraph-supervisor 0.0.31 follows only the first of several handoffs in one
@@ -182,8 +213,9 @@ def supervisor_lognormal_workload(params: dict, workdir: Path) -> dict:
     supervisor = create_supervisor(workers, model=ScriptedChatModel(agent="supervisor", meter=meter, policy=boss))
     saver, conn = fresh_sqlite_saver(workdir / "supervisor.sqlite")
     puts = _counted(saver)
-    row = _baseline_row("langgraph-supervisor", supervisor.compile(checkpointer=saver), members, steps, plan,
-                        meter, puts)
+    row = _baseline_row(
+        "langgraph-supervisor", supervisor.compile(checkpointer=saver), members, steps, plan, meter, puts
+    )
     conn.close()
     return row
 
@@ -203,8 +235,15 @@ def swarm_lognormal_workload(params: dict, workdir: Path) -> dict:
         nxt = names[i + 1] if i + 1 < members else None
         then = call_tool(f"transfer_to_{nxt}", {}, call_id=f"{n}-handoff") if nxt else None
         tools = [echo] + ([create_handoff_tool(agent_name=nxt)] if nxt else [])
-        agents.append(create_react_agent(_PlannedModel(agent=n, meter=meter, delays=plan[member_name(i + 1)],
-                                                       policy=_echo_policy(n, steps, then)), tools=tools, name=n))
+        agents.append(
+            create_react_agent(
+                _PlannedModel(
+                    agent=n, meter=meter, delays=plan[member_name(i + 1)], policy=_echo_policy(n, steps, then)
+                ),
+                tools=tools,
+                name=n,
+            )
+        )
     saver, conn = fresh_sqlite_saver(workdir / "swarm.sqlite")
     puts = _counted(saver)
     graph = create_swarm(agents, default_active_agent=names[0]).compile(checkpointer=saver)
@@ -215,6 +254,7 @@ def swarm_lognormal_workload(params: dict, workdir: Path) -> dict:
 
 # --- what Studio and LangSmith receive -------------------------------------------------
 
+
 def _studio_bytes(chunk) -> int:
     """Bytes of one `values` chunk as the LangGraph API server serializes it for Studio."""
     try:
@@ -223,6 +263,7 @@ def _studio_bytes(chunk) -> int:
         import json
 
         from langchain_core.load import dumpd
+
         return len(json.dumps(chunk, default=lambda o: dumpd(o)).encode())
     return len(json_dumpb(chunk))
 
@@ -235,8 +276,14 @@ def observed_workload(params: dict, workdir: Path) -> dict:
     rounds = OBSERVED_ROUNDS.get(target) or max(1, (target - 5) // 12)
     with FakeLangSmith() as endpoint:
         # NOTE: langsmith reads (and caches) its environment on first use: set it before any run.
-        os.environ.update({"LANGSMITH_ENDPOINT": endpoint.url, "LANGSMITH_TRACING": "true",
-                           "LANGSMITH_API_KEY": "bench-dummy-key", "LANGSMITH_PROJECT": "bench"})
+        os.environ.update(
+            {
+                "LANGSMITH_ENDPOINT": endpoint.url,
+                "LANGSMITH_TRACING": "true",
+                "LANGSMITH_API_KEY": "bench-dummy-key",
+                "LANGSMITH_PROJECT": "bench",
+            }
+        )
         meter = ModelMeter()
         model = TeamModel(policies={LEADER: delegation_leader(rounds), "*": echo_member()}, meter=meter)
         saver, conn = fresh_sqlite_saver(workdir / "observed.sqlite")
@@ -244,8 +291,7 @@ def observed_workload(params: dict, workdir: Path) -> dict:
         config = {"configurable": {"thread_id": "observed"}}
         streamed, chunks = 0, 0
         start = time.perf_counter()
-        for chunk in graph.stream({"messages": [HumanMessage(TASK)]}, config, stream_mode="values",
-                                  durability="sync"):
+        for chunk in graph.stream({"messages": [HumanMessage(TASK)]}, config, stream_mode="values", durability="sync"):
             streamed += _studio_bytes(chunk)
             chunks += 1
         seconds = time.perf_counter() - start
@@ -254,27 +300,51 @@ def observed_workload(params: dict, workdir: Path) -> dict:
         conn.close()
         messages = _message_count(values)
         traced = endpoint.bytes_received
-    return {"system": SYSTEM, "workload": "observed bytes (values stream, LangSmith trace)", "rounds": rounds,
-            "messages": messages, "values_chunks": chunks, "values_bytes": streamed,
-            "values_bytes_per_message": streamed / messages, "trace_bytes": traced,
-            "trace_requests": endpoint.requests, "trace_bytes_per_message": traced / messages,
-            "seconds": seconds, "model_calls": meter.calls, "model_seconds": meter.seconds,
-            "overhead_ms_per_call": None,
-            "note": f"values {streamed / messages / 1000:.1f} KB/msg, trace {traced / messages / 1000:.1f} KB/msg "
-                    f"({endpoint.requests} ingest requests)"}
+    return {
+        "system": SYSTEM,
+        "workload": "observed bytes (values stream, LangSmith trace)",
+        "rounds": rounds,
+        "messages": messages,
+        "values_chunks": chunks,
+        "values_bytes": streamed,
+        "values_bytes_per_message": streamed / messages,
+        "trace_bytes": traced,
+        "trace_requests": endpoint.requests,
+        "trace_bytes_per_message": traced / messages,
+        "seconds": seconds,
+        "model_calls": meter.calls,
+        "model_seconds": meter.seconds,
+        "overhead_ms_per_call": None,
+        "note": f"values {streamed / messages / 1000:.1f} KB/msg, trace {traced / messages / 1000:.1f} KB/msg "
+        f"({endpoint.requests} ingest requests)",
+    }
 
 
 WORKLOADS: dict[str, Workload] = {
     "teamgraph-lognormal": Workload(
-        lognormal_workload, full=[{"members": 8}, {"members": 16}],
-        quick=[{"members": 4, "steps": 3}], repeats=2, description=lognormal_workload.__doc__),
+        lognormal_workload,
+        full=[{"members": 8}, {"members": 16}],
+        quick=[{"members": 4, "steps": 3}],
+        repeats=2,
+        description=lognormal_workload.__doc__,
+    ),
     "supervisor-lognormal": Workload(
-        supervisor_lognormal_workload, full=[{"members": 8}, {"members": 16}],
-        quick=[{"members": 4, "steps": 3}], repeats=2, description=supervisor_lognormal_workload.__doc__),
+        supervisor_lognormal_workload,
+        full=[{"members": 8}, {"members": 16}],
+        quick=[{"members": 4, "steps": 3}],
+        repeats=2,
+        description=supervisor_lognormal_workload.__doc__,
+    ),
     "swarm-lognormal": Workload(
-        swarm_lognormal_workload, full=[{"members": 8}, {"members": 16}],
-        quick=[], description=swarm_lognormal_workload.__doc__),
+        swarm_lognormal_workload,
+        full=[{"members": 8}, {"members": 16}],
+        quick=[],
+        description=swarm_lognormal_workload.__doc__,
+    ),
     "teamgraph-observed": Workload(
-        observed_workload, full=[{"messages": 80}, {"messages": 300}],
-        quick=[{"messages": 80}], description=observed_workload.__doc__),
+        observed_workload,
+        full=[{"messages": 80}, {"messages": 300}],
+        quick=[{"messages": 80}],
+        description=observed_workload.__doc__,
+    ),
 }

@@ -85,8 +85,14 @@ class ScriptedChatModel(BaseChatModel):
     def _llm_type(self) -> str:
         return "scripted"
 
-    def bind_tools(self, tools: Sequence[Any], *, tool_choice: str | None = None,
-                   parallel_tool_calls: bool | None = None, **kwargs: Any):
+    def bind_tools(
+        self,
+        tools: Sequence[Any],
+        *,
+        tool_choice: str | None = None,
+        parallel_tool_calls: bool | None = None,
+        **kwargs: Any,
+    ):
         """Bind tools as OpenAI-format schemas (the policy decides which to call)."""
         schemas = [convert_to_openai_tool(t) for t in tools]
         if parallel_tool_calls is not None:

@@ -30,10 +30,15 @@ def makespan_targets(rows: list[dict]) -> list[dict]:
     """The two makespan figures: uniform 20-80 ms (8 members) and lognormal (8 and 16)."""
     out = []
     par = find(rows, "teamgraph-parallel", members=8, steps=10, max_parallel=8)
-    out.append(_target("10", "makespan / critical path, 8 members x 10 steps, 20-80 ms, default policy <= 1.10",
-                       f"{par['makespan_over_critical']:.2f}" if par else "-",
-                       par["makespan_over_critical"] <= 1.10 if par else None,
-                       f"lockstep bound with zero overhead {par['lockstep_over_critical']:.2f}" if par else ""))
+    out.append(
+        _target(
+            "10",
+            "makespan / critical path, 8 members x 10 steps, 20-80 ms, default policy <= 1.10",
+            f"{par['makespan_over_critical']:.2f}" if par else "-",
+            par["makespan_over_critical"] <= 1.10 if par else None,
+            f"lockstep bound with zero overhead {par['lockstep_over_critical']:.2f}" if par else "",
+        )
+    )
     tg = [find(rows, "teamgraph-lognormal", members=n) for n in (8, 16)]
     sup = [find(rows, "supervisor-lognormal", members=n) for n in (8, 16)]
     swarm = [find(rows, "swarm-lognormal", members=n) for n in (8, 16)]
@@ -42,12 +47,22 @@ def makespan_targets(rows: list[dict]) -> list[dict]:
     for n, a, b, c in zip((8, 16), tg, sup, swarm, strict=True):
         parts = [f"{x['system']} {x['makespan_over_critical']:.2f}" for x in (b, c) if x]
         if a and parts:
-            notes.append(f"{n} members: " + ", ".join(parts) + " (one worker at a time); teamgraph / supervisor "
-                         + (f"{a['makespan_s'] / b['makespan_s']:.2f}" if b else "-"))
-    out.append(_target("10", "makespan / critical path, lognormal (median 40 ms, sigma 0.8), 8 and 16 members, "
-                             "max_parallel = members <= 1.15",
-                       " and ".join(f"{r['makespan_over_critical']:.2f}" for r in tg if r) or "-",
-                       all(r["makespan_over_critical"] <= 1.15 for r in tg) if have else None, "; ".join(notes)))
+            notes.append(
+                f"{n} members: "
+                + ", ".join(parts)
+                + " (one worker at a time); teamgraph / supervisor "
+                + (f"{a['makespan_s'] / b['makespan_s']:.2f}" if b else "-")
+            )
+    out.append(
+        _target(
+            "10",
+            "makespan / critical path, lognormal (median 40 ms, sigma 0.8), 8 and 16 members, "
+            "max_parallel = members <= 1.15",
+            " and ".join(f"{r['makespan_over_critical']:.2f}" for r in tg if r) or "-",
+            all(r["makespan_over_critical"] <= 1.15 for r in tg) if have else None,
+            "; ".join(notes),
+        )
+    )
     return out
 
 
@@ -59,10 +74,16 @@ def checkpoint_target(rows: list[dict]) -> dict:
     value = _per_call(a)
     notes = [f"{x['system']} {_per_call(x):.2f}" for x in (b, swarm) if _per_call(x)]
     if lg:
-        notes.append(f"lognormal 8 members: {lg['puts_per_model_call']:.2f} (a lockstep superstep holds "
-                     f"several members' calls)")
-    return _target("10", "checkpoints written per model call (delegation, R = 100) <= 1",
-                   f"{value:.2f}" if value else "-", value <= 1.0 if value else None, "; ".join(notes))
+        notes.append(
+            f"lognormal 8 members: {lg['puts_per_model_call']:.2f} (a lockstep superstep holds several members' calls)"
+        )
+    return _target(
+        "10",
+        "checkpoints written per model call (delegation, R = 100) <= 1",
+        f"{value:.2f}" if value else "-",
+        value <= 1.0 if value else None,
+        "; ".join(notes),
+    )
 
 
 def framework_targets(rows: list[dict]) -> list[dict]:
@@ -73,9 +94,14 @@ def framework_targets(rows: list[dict]) -> list[dict]:
         values = [r["overhead_ms_per_call"] for r in own]
         flat = max(values) / min(values)
         cpu = " / ".join(f"{cpu_ms_per_call(r):.1f}" for r in own if cpu_ms_per_call(r) is not None)
-        out.append(_target("10", "framework time per model call, R = 10 and 100 (Team's saver) <= 2 ms, flat",
-                           " / ".join(f"{v:.1f}" for v in values) + f" ms (x{flat:.2f}); CPU {cpu} ms",
-                           max(values) <= 2.0 and flat <= 1.2))
+        out.append(
+            _target(
+                "10",
+                "framework time per model call, R = 10 and 100 (Team's saver) <= 2 ms, flat",
+                " / ".join(f"{v:.1f}" for v in values) + f" ms (x{flat:.2f}); CPU {cpu} ms",
+                max(values) <= 2.0 and flat <= 1.2,
+            )
+        )
     else:
         out.append(_target("10", "framework time per model call (Team's saver) <= 2 ms, flat", "-", None))
     for r, limit in ((10, 0.3), (100, 0.1)):
@@ -86,8 +112,15 @@ def framework_targets(rows: list[dict]) -> list[dict]:
         if a and b:
             ratio = a["overhead_ms_per_call"] / b["overhead_ms_per_call"]
             measured, ok = f"{ratio:.2f}", ratio <= limit
-        out.append(_target("10", f"ratio to langgraph-supervisor, framework time per call, R = {r} <= {limit}",
-                           measured, ok, _ratio_note(a, swarm, "overhead_ms_per_call", "to langgraph-swarm")))
+        out.append(
+            _target(
+                "10",
+                f"ratio to langgraph-supervisor, framework time per call, R = {r} <= {limit}",
+                measured,
+                ok,
+                _ratio_note(a, swarm, "overhead_ms_per_call", "to langgraph-swarm"),
+            )
+        )
     return out
 
 
@@ -100,17 +133,29 @@ def storage_targets(rows: list[dict]) -> list[dict]:
         values = [r["bytes_per_message"] for r in st.values()]
         growth = values[1] / values[0]
         note = f"langgraph-supervisor at R = 100: {_fmt_bytes(sup['bytes_per_message'])}" if sup else ""
-        out.append(_target("10", "SQLite bytes per message <= 4 KB, flat +-20 % from 1 000 to 5 000",
-                           " / ".join(_fmt_bytes(v) for v in values) + f" (x{growth:.2f})",
-                           max(values) <= 4000 and abs(growth - 1) <= 0.2, note))
+        out.append(
+            _target(
+                "10",
+                "SQLite bytes per message <= 4 KB, flat +-20 % from 1 000 to 5 000",
+                " / ".join(_fmt_bytes(v) for v in values) + f" (x{growth:.2f})",
+                max(values) <= 4000 and abs(growth - 1) <= 0.2,
+                note,
+            )
+        )
     else:
         out.append(_target("10", "SQLite bytes per message <= 4 KB, flat", "-", None))
     small, big = find(rows, "teamgraph-storage", messages=500), st[5000]
     if small and big and "resume" in small and "resume" in big:
         ratio = big["resume"]["in_process_ms"] / small["resume"]["in_process_ms"]
-        out.append(_target("10", "resume (open, state, one step) at 5 000 vs 500 messages <= 2x", f"{ratio:.2f}x",
-                           ratio <= 2.0, f"{small['resume']['in_process_ms']:.0f} -> "
-                                         f"{big['resume']['in_process_ms']:.0f} ms"))
+        out.append(
+            _target(
+                "10",
+                "resume (open, state, one step) at 5 000 vs 500 messages <= 2x",
+                f"{ratio:.2f}x",
+                ratio <= 2.0,
+                f"{small['resume']['in_process_ms']:.0f} -> {big['resume']['in_process_ms']:.0f} ms",
+            )
+        )
     else:
         out.append(_target("10", "resume at 5 000 vs 500 messages <= 2x", "-", None))
     return out
@@ -120,13 +165,21 @@ def observed_targets(rows: list[dict]) -> list[dict]:
     """Bytes per message a `values` stream and a LangSmith trace send: flat from 80 to 300."""
     small, big = find(rows, "teamgraph-observed", messages=80), find(rows, "teamgraph-observed", messages=300)
     out = []
-    for field, what in (("values_bytes_per_message", "a `values` stream (Studio)"),
-                        ("trace_bytes_per_message", "a LangSmith trace")):
+    for field, what in (
+        ("values_bytes_per_message", "a `values` stream (Studio)"),
+        ("trace_bytes_per_message", "a LangSmith trace"),
+    ):
         if small and big:
             growth = big[field] / small[field]
-            out.append(_target("10", f"bytes per message {what}: at ~300 messages <= 1.3 x at ~80",
-                               f"{_fmt_bytes(small[field])} -> {_fmt_bytes(big[field])} (x{growth:.2f})",
-                               growth <= 1.3, f"{small['messages']} and {big['messages']} messages"))
+            out.append(
+                _target(
+                    "10",
+                    f"bytes per message {what}: at ~300 messages <= 1.3 x at ~80",
+                    f"{_fmt_bytes(small[field])} -> {_fmt_bytes(big[field])} (x{growth:.2f})",
+                    growth <= 1.3,
+                    f"{small['messages']} and {big['messages']} messages",
+                )
+            )
         else:
             out.append(_target("10", f"bytes per message {what}: flat", "-", None))
     return out
@@ -134,8 +187,13 @@ def observed_targets(rows: list[dict]) -> list[dict]:
 
 def evaluate(rows: list[dict]) -> list[dict]:
     """Every figure of issue 10's table: PASS / MISS / n/a, with the baselines' ratios."""
-    return [*makespan_targets(rows), checkpoint_target(rows), *framework_targets(rows),
-            *storage_targets(rows), *observed_targets(rows)]
+    return [
+        *makespan_targets(rows),
+        checkpoint_target(rows),
+        *framework_targets(rows),
+        *storage_targets(rows),
+        *observed_targets(rows),
+    ]
 
 
 def markdown(records: list[dict]) -> str:

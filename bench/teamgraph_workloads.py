@@ -102,6 +102,7 @@ def rounds_for(messages: int) -> int:
 
 # --- the team's scripted model -----------------------------------------------------
 
+
 def _unused_policy(messages: Sequence[BaseMessage], n: int) -> AIMessage:
     raise AssertionError("TeamModel dispatches to `policies`")
 
@@ -186,6 +187,7 @@ class TeamModel(ScriptedChatModel):
 
 # --- conversation helpers ----------------------------------------------------------
 
+
 def _ai_count(messages: Sequence[BaseMessage]) -> int:
     return sum(1 for m in messages if isinstance(m, AIMessage))
 
@@ -195,8 +197,7 @@ def _tool_results(messages: Sequence[BaseMessage], name: str) -> int:
 
 
 def _called(messages: Sequence[BaseMessage], name: str) -> int:
-    return sum(1 for m in messages if isinstance(m, AIMessage)
-               for c in m.tool_calls if c["name"] == name)
+    return sum(1 for m in messages if isinstance(m, AIMessage) for c in m.tool_calls if c["name"] == name)
 
 
 def _results_received(messages: Sequence[BaseMessage]) -> int:
@@ -215,9 +216,12 @@ def _slug(agent: str) -> str:
 
 def _multi_call(agent: str, k: int, calls: list[tuple[str, dict]], content: str = "") -> AIMessage:
     """One assistant message calling several tools (ids unique within the thread)."""
-    return AIMessage(content=content, tool_calls=[
-        {"name": name, "args": args, "id": f"{_slug(agent)}-{k}-{i}"}
-        for i, (name, args) in enumerate(calls)])
+    return AIMessage(
+        content=content,
+        tool_calls=[
+            {"name": name, "args": args, "id": f"{_slug(agent)}-{k}-{i}"} for i, (name, args) in enumerate(calls)
+        ],
+    )
 
 
 def member_name(i: int) -> str:
@@ -231,6 +235,7 @@ def echo_member(steps: int = 2, progress: bool = False) -> TeamPolicy:
     With `progress`, every echo call also carries ~500 characters of prose, which
     teamgraph forwards to the leader as a progress output.
     """
+
     def policy(agent: str, messages: Sequence[BaseMessage], n: int) -> AIMessage:
         k = _ai_count(messages)
         since = 0
@@ -241,8 +246,8 @@ def echo_member(steps: int = 2, progress: bool = False) -> TeamPolicy:
         if since >= steps - 1 and _last_is_echo(messages):
             return say(filler(f"{agent} answer {k}"))
         content = filler(f"{agent} progress {k}") if progress else ""
-        return call_tool("echo", {"text": filler(f"{agent} echo {k}")},
-                         call_id=f"{_slug(agent)}-{k}", content=content)
+        return call_tool("echo", {"text": filler(f"{agent} echo {k}")}, call_id=f"{_slug(agent)}-{k}", content=content)
+
     return policy
 
 
@@ -256,15 +261,20 @@ def delegation_leader(rounds: int) -> TeamPolicy:
     def policy(agent: str, messages: Sequence[BaseMessage], n: int) -> AIMessage:
         k = _ai_count(messages)
         if not _called(messages, "create_sub_agent"):
-            return _multi_call(agent, k, [("create_sub_agent", {"role_id": ROLE})] * 2,
-                               content=filler(f"leader plan {k}"))
+            return _multi_call(
+                agent, k, [("create_sub_agent", {"role_id": ROLE})] * 2, content=filler(f"leader plan {k}")
+            )
         done = _tool_results(messages, "ask_sub_agent")
         if done >= 2 * rounds:
             return say(filler(f"leader final answer {k}"))
         target = a if done % 2 == 0 else b
-        return call_tool("ask_sub_agent", {"display_name": target,
-                                           "question": filler(f"leader asks {target} {k}")},
-                         call_id=f"leader-{k}", content=filler(f"leader thinking {k}"))
+        return call_tool(
+            "ask_sub_agent",
+            {"display_name": target, "question": filler(f"leader asks {target} {k}")},
+            call_id=f"leader-{k}",
+            content=filler(f"leader thinking {k}"),
+        )
+
     return policy
 
 
@@ -272,28 +282,44 @@ def fan_out_leader(members: int, rounds: int) -> TeamPolicy:
     """Leader: create N members with a task (round 1); when all N results of a round
     are in, message every member again, R rounds in all; then answer. Otherwise it
     ends its turn silently (nothing to do)."""
+
     def policy(agent: str, messages: Sequence[BaseMessage], n: int) -> AIMessage:
         k = _ai_count(messages)
         if not _called(messages, "create_sub_agent"):
-            calls = [("create_sub_agent", {"role_id": ROLE, "task": filler(f"task {i} round 1")})
-                     for i in range(1, members + 1)]
+            calls = [
+                ("create_sub_agent", {"role_id": ROLE, "task": filler(f"task {i} round 1")})
+                for i in range(1, members + 1)
+            ]
             return _multi_call(agent, k, calls, content=filler(f"leader plan {k}"))
         sent = 1 + _called(messages, "send_message_to_sub_agent") // members
         if _results_received(messages) < sent * members:
             return say("")
         if sent >= rounds:
             return say(filler(f"leader final answer {k}"))
-        calls = [("send_message_to_sub_agent",
-                  {"display_name": member_name(i), "message": filler(f"round {sent + 1} for {i}")})
-                 for i in range(1, members + 1)]
+        calls = [
+            (
+                "send_message_to_sub_agent",
+                {"display_name": member_name(i), "message": filler(f"round {sent + 1} for {i}")},
+            )
+            for i in range(1, members + 1)
+        ]
         return _multi_call(agent, k, calls)
+
     return policy
 
 
 # --- building and measuring a team -------------------------------------------------
 
-def _build_team(workdir: Path, model: TeamModel, saver, *, max_parallel: int = 8,
-                slice_steps: int | None = None, snapshot_frequency: int | None = None):
+
+def _build_team(
+    workdir: Path,
+    model: TeamModel,
+    saver,
+    *,
+    max_parallel: int = 8,
+    slice_steps: int | None = None,
+    snapshot_frequency: int | None = None,
+):
     """A Team on `saver` whose members all get the bench's `echo` tool; (team, graph)."""
     import teamgraph.state
     from bench.baselines import echo
@@ -307,10 +333,13 @@ def _build_team(workdir: Path, model: TeamModel, saver, *, max_parallel: int = 8
     # NOTE: compaction (issue 15) would add summary calls to long runs and change the workload
     # the baselines are compared on (bench/context_workloads.py measures it on its own); the
     # team's call budget (issue 9, 2 000 per user message) would stop the 5 000-message run.
-    policy = Policy(max_parallel=max_parallel, context_tokens=NO_COMPACTION_TOKENS,
-                    max_model_calls=NO_BUDGET_CALLS, **({"slice_steps": slice_steps} if slice_steps else {}))
-    team = Team(model=model, home=workdir / "home", checkpointer=saver, policy=policy,
-                tools={"*": [echo]})
+    policy = Policy(
+        max_parallel=max_parallel,
+        context_tokens=NO_COMPACTION_TOKENS,
+        max_model_calls=NO_BUDGET_CALLS,
+        **({"slice_steps": slice_steps} if slice_steps else {}),
+    )
+    team = Team(model=model, home=workdir / "home", checkpointer=saver, policy=policy, tools={"*": [echo]})
     graph = team.compile()
     return team, graph
 
@@ -361,7 +390,7 @@ class Probe:
     """
 
     TARGETS = (
-        ("router", "teamgraph.graph.router", "RouterPass", "run"),
+        ("router", "teamgraph.graph.router", None, "run_pass"),
         ("agent_step", "teamgraph.nodes.agent_step", None, "run_step"),
         ("system_prompt", "teamgraph.nodes.agent_step", None, "system_prompt"),
         ("tool_calls", "teamgraph.nodes.agent_step", None, "run_tool_calls"),
@@ -484,8 +513,7 @@ def storage_breakdown(conn: sqlite3.Connection, sample: int = 300) -> dict[str, 
     snapshot_bytes = 0.0
     for rowid in big + picked:
         weight = 1.0 if rowid in big else scale
-        type_, blob = conn.execute("SELECT type, checkpoint FROM checkpoints WHERE rowid = ?",
-                                   (rowid,)).fetchone()
+        type_, blob = conn.execute("SELECT type, checkpoint FROM checkpoints WHERE rowid = ?", (rowid,)).fetchone()
         checkpoint = serde.loads_typed((type_, blob))
         used = 0
         for channel, value in (checkpoint.get("channel_values") or {}).items():
@@ -498,8 +526,12 @@ def storage_breakdown(conn: sqlite3.Connection, sample: int = 300) -> dict[str, 
                 by_channel[channel] += n * weight
         by_channel["(versions, ids, other checkpoint fields)"] += max(0, len(blob) - used) * weight
         del checkpoint, blob
-    writes = {ch: {"count": n, "bytes": b} for ch, n, b in conn.execute(
-        "SELECT channel, COUNT(*), SUM(length(value)) FROM writes GROUP BY channel ORDER BY 3 DESC")}
+    writes = {
+        ch: {"count": n, "bytes": b}
+        for ch, n, b in conn.execute(
+            "SELECT channel, COUNT(*), SUM(length(value)) FROM writes GROUP BY channel ORDER BY 3 DESC"
+        )
+    }
     checkpoint_blobs = sum(r[1] for r in rows)
     metadata = sum(r[2] for r in rows)
     return {
@@ -516,13 +548,14 @@ def storage_breakdown(conn: sqlite3.Connection, sample: int = 300) -> dict[str, 
 
 # --- section 1, 2, 3, 5: delegation rounds ------------------------------------------
 
-def run_delegation(params: dict, workdir: Path, *, label: str, path: Path | None = None,
-                   with_storage: bool = False) -> dict:
+
+def run_delegation(
+    params: dict, workdir: Path, *, label: str, path: Path | None = None, with_storage: bool = False
+) -> dict:
     """Run R delegation rounds on a fresh SQLite file; measure time, bytes, breakdown."""
     rounds = int(params["rounds"])
     meter = ModelMeter()
-    model = TeamModel(policies={LEADER: delegation_leader(rounds), "*": echo_member()},
-                      meter=meter)
+    model = TeamModel(policies={LEADER: delegation_leader(rounds), "*": echo_member()}, meter=meter)
     path = path or workdir / "teamgraph.sqlite"
     if params.get("saver") == "teamgraph":
         # The Team's default SQLite setup (WAL, synchronous=NORMAL, busy timeout).
@@ -534,18 +567,27 @@ def run_delegation(params: dict, workdir: Path, *, label: str, path: Path | None
     else:
         saver, conn = fresh_sqlite_saver(path)
     with probed(saver) as probe:
-        team, graph = _build_team(workdir, model, saver,
-                                  snapshot_frequency=params.get("snapshot_frequency"))
+        team, graph = _build_team(workdir, model, saver, snapshot_frequency=params.get("snapshot_frequency"))
         config = {"configurable": {"thread_id": thread_id(rounds)}}
         output, timing = timed_invoke(graph, {"messages": [HumanMessage(TASK)]}, config, meter)
-    check_calls(model, {LEADER: 2 * rounds + 2, member_name(1): 2 * rounds,
-                        member_name(2): 2 * rounds}, f"delegation R={rounds}")
+    check_calls(
+        model,
+        {LEADER: 2 * rounds + 2, member_name(1): 2 * rounds, member_name(2): 2 * rounds},
+        f"delegation R={rounds}",
+    )
     size = db_bytes(path, conn)
-    row = {"system": SYSTEM, "workload": label, "rounds": rounds,
-           "messages": _message_count(output), "db_bytes": size,
-           "snapshot_frequency": _snapshot_frequency(graph),
-           "checkpoints": _count(conn, "checkpoints"), "writes": _count(conn, "writes"),
-           "breakdown_ms_per_call": probe.breakdown(timing, model), **timing}
+    row = {
+        "system": SYSTEM,
+        "workload": label,
+        "rounds": rounds,
+        "messages": _message_count(output),
+        "db_bytes": size,
+        "snapshot_frequency": _snapshot_frequency(graph),
+        "checkpoints": _count(conn, "checkpoints"),
+        "writes": _count(conn, "writes"),
+        "breakdown_ms_per_call": probe.breakdown(timing, model),
+        **timing,
+    }
     # NOTE: peak RSS of the run itself, before the storage breakdown decodes blobs.
     row["peak_rss_mb"] = peak_rss_mb()
     if with_storage:
@@ -574,11 +616,9 @@ def storage_workload(params: dict, workdir: Path) -> dict:
     row = run_delegation(run, workdir, label=label, path=path, with_storage=True)
     notes = [f"cadence {row['snapshot_frequency']}"]
     if params.get("resume"):
-        resume = measure_resume(path, rounds, row["snapshot_frequency"],
-                                int(params.get("repeats", RESUME_REPEATS)))
+        resume = measure_resume(path, rounds, row["snapshot_frequency"], int(params.get("repeats", RESUME_REPEATS)))
         row["resume"] = resume
-        notes.append(f"resume {resume['in_process_ms']:.0f} ms "
-                     f"(process {resume['process_ms']:.0f} ms)")
+        notes.append(f"resume {resume['in_process_ms']:.0f} ms (process {resume['process_ms']:.0f} ms)")
     row["note"] = ", ".join(notes)
     return row
 
@@ -590,8 +630,8 @@ def cadence_workload(params: dict, workdir: Path) -> dict:
 
 # --- section 5: resume in a fresh process --------------------------------------------
 
-def measure_resume(path: Path, rounds: int, snapshot_frequency: int | None,
-                   repeats: int) -> dict:
+
+def measure_resume(path: Path, rounds: int, snapshot_frequency: int | None, repeats: int) -> dict:
     """Run `repeats` fresh processes that resume the thread; the fastest one's timings."""
     runs = []
     for i in range(repeats):
@@ -601,22 +641,27 @@ def measure_resume(path: Path, rounds: int, snapshot_frequency: int | None,
         _copy_db(path, copy)
         args = {"path": str(copy), "rounds": rounds, "snapshot_frequency": snapshot_frequency}
         cmd = [sys.executable, "-m", "bench.teamgraph_workloads", "resume", json.dumps(args)]
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-            p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)}
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p),
+        }
         start = time.perf_counter()
-        proc = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True,
-                              timeout=300)
+        proc = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
         wall = time.perf_counter() - start
-        line = next((ln for ln in reversed(proc.stdout.splitlines())
-                     if ln.startswith("RESUME ")), None)
+        line = next((ln for ln in reversed(proc.stdout.splitlines()) if ln.startswith("RESUME ")), None)
         if proc.returncode or line is None:
             tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-10:])
             raise RuntimeError(f"resume child failed ({proc.returncode}): {tail}")
-        child = json.loads(line[len("RESUME "):])
-        runs.append({**child, "process_ms": wall * 1000.0,
-                     "history_ms": child["get_state_ms"] + child["step_ms"],
-                     "history_cpu_ms": child["get_state_cpu_ms"] + child["step_cpu_ms"],
-                     "startup_ms": wall * 1000.0 - child["in_process_ms"]})
+        child = json.loads(line[len("RESUME ") :])
+        runs.append(
+            {
+                **child,
+                "process_ms": wall * 1000.0,
+                "history_ms": child["get_state_ms"] + child["step_ms"],
+                "history_cpu_ms": child["get_state_cpu_ms"] + child["step_cpu_ms"],
+                "startup_ms": wall * 1000.0 - child["in_process_ms"],
+            }
+        )
         copy.unlink(missing_ok=True)
         for suffix in ("-wal", "-shm"):
             Path(f"{copy}{suffix}").unlink(missing_ok=True)
@@ -654,11 +699,9 @@ def resume_child(args: dict) -> dict:
     path = Path(args["path"])
     rounds = int(args["rounds"])
     meter = ModelMeter()
-    model = TeamModel(policies={LEADER: delegation_leader(rounds), "*": echo_member()},
-                      meter=meter)
+    model = TeamModel(policies={LEADER: delegation_leader(rounds), "*": echo_member()}, meter=meter)
     saver, conn = _open_sqlite_saver(path)
-    team, graph = _build_team(path.parent, model, saver,
-                              snapshot_frequency=args.get("snapshot_frequency"))
+    team, graph = _build_team(path.parent, model, saver, snapshot_frequency=args.get("snapshot_frequency"))
     config = {"configurable": {"thread_id": thread_id(rounds)}}
     clock.lap("open")
     state = graph.get_state(config)
@@ -695,6 +738,7 @@ class _Clock:
 
 # --- section 4: parallel makespan ------------------------------------------------------
 
+
 def parallel_workload(params: dict, workdir: Path) -> dict:
     """N members x S steps with seeded random 20-80 ms model latency: makespan / critical path."""
     members, steps = int(params["members"]), int(params["steps"])
@@ -704,9 +748,13 @@ def parallel_workload(params: dict, workdir: Path) -> dict:
     lo, hi = params.get("latency_ms", (20, 80))
     names = frozenset(member_name(i) for i in range(1, members + 1))
     meter = ModelMeter()
-    model = TeamModel(policies={LEADER: fan_out_leader(members, 1),
-                                "*": echo_member(steps=steps, progress=progress)},
-                      meter=meter, latency_ms=(lo, hi), slow=names, seed=int(params.get("seed", 0)))
+    model = TeamModel(
+        policies={LEADER: fan_out_leader(members, 1), "*": echo_member(steps=steps, progress=progress)},
+        meter=meter,
+        latency_ms=(lo, hi),
+        slow=names,
+        seed=int(params.get("seed", 0)),
+    )
     path = workdir / "parallel.sqlite"
     saver, conn = fresh_sqlite_saver(path)
     with probed(saver) as probe:
@@ -724,8 +772,7 @@ def parallel_workload(params: dict, workdir: Path) -> dict:
     # The makespan of the same calls run in lockstep (step j of every member in one
     # superstep) with zero framework time: what one call per superstep costs by itself.
     delays = list(model.delays_by_agent.values())
-    lockstep = sum(max(d[j] for d in delays if j < len(d))
-                   for j in range(max(len(d) for d in delays)))
+    lockstep = sum(max(d[j] for d in delays if j < len(d)) for j in range(max(len(d) for d in delays)))
     makespan = timing["seconds"]
     supersteps = _count(conn, "checkpoints")
     conn.close()
@@ -734,52 +781,71 @@ def parallel_workload(params: dict, workdir: Path) -> dict:
     variant += ", progress" if progress else ""
     if params.get("max_concurrency"):
         variant += f", max_concurrency={params['max_concurrency']}"
-    return {"system": SYSTEM, "workload": f"parallel ({variant})", "members": members,
-            "steps": steps, "max_parallel": max_parallel, "progress": progress,
-            "slice_steps": team.runtime.policy.slice_steps,
-            "messages": _message_count(output), "makespan_s": makespan,
-            "critical_path_s": critical, "makespan_over_critical": ratio,
-            "sum_latency_s": sum(latency.values()), "checkpoints": supersteps,
-            "lockstep_bound_s": lockstep, "lockstep_over_critical": lockstep / critical,
-            # NOTE: model time overlaps across threads: no per-call overhead here.
-            "overhead_ms_per_call": None,
-            "breakdown_ms_per_call": probe.breakdown(timing, model),
-            "note": f"makespan/critical {ratio:.2f} ({makespan:.2f} s / {critical:.2f} s; "
-                    f"lockstep bound {lockstep / critical:.2f})",
-            **timing}
+    return {
+        "system": SYSTEM,
+        "workload": f"parallel ({variant})",
+        "members": members,
+        "steps": steps,
+        "max_parallel": max_parallel,
+        "progress": progress,
+        "slice_steps": team.runtime.policy.slice_steps,
+        "messages": _message_count(output),
+        "makespan_s": makespan,
+        "critical_path_s": critical,
+        "makespan_over_critical": ratio,
+        "sum_latency_s": sum(latency.values()),
+        "checkpoints": supersteps,
+        "lockstep_bound_s": lockstep,
+        "lockstep_over_critical": lockstep / critical,
+        # NOTE: model time overlaps across threads: no per-call overhead here.
+        "overhead_ms_per_call": None,
+        "breakdown_ms_per_call": probe.breakdown(timing, model),
+        "note": f"makespan/critical {ratio:.2f} ({makespan:.2f} s / {critical:.2f} s; "
+        f"lockstep bound {lockstep / critical:.2f})",
+        **timing,
+    }
 
 
 # --- section 6: scale --------------------------------------------------------------------
+
 
 def scale_workload(params: dict, workdir: Path) -> dict:
     """N members for R rounds (each: every member echoes and answers; the leader
     messages each again): time per round and peak memory."""
     members, rounds = int(params["members"]), int(params["rounds"])
     meter = ModelMeter()
-    model = TeamModel(policies={LEADER: fan_out_leader(members, rounds), "*": echo_member()},
-                      meter=meter)
+    model = TeamModel(policies={LEADER: fan_out_leader(members, rounds), "*": echo_member()}, meter=meter)
     path = workdir / "scale.sqlite"
     saver, conn = fresh_sqlite_saver(path)
     with probed(saver) as probe:
         team, graph = _build_team(workdir, model, saver)
         config = {"configurable": {"thread_id": "scale"}}
         output, timing = timed_invoke(graph, {"messages": [HumanMessage(TASK)]}, config, meter)
-    check_calls(model, {member_name(i): 2 * rounds for i in range(1, members + 1)},
-                f"scale {members} members x {rounds} rounds")
+    check_calls(
+        model, {member_name(i): 2 * rounds for i in range(1, members + 1)}, f"scale {members} members x {rounds} rounds"
+    )
     size = db_bytes(path, conn)
     checkpoints = _count(conn, "checkpoints")
     conn.close()
     per_round = timing["seconds"] / rounds
-    return {"system": SYSTEM, "workload": "scale", "members": members, "rounds": rounds,
-            "messages": _message_count(output), "db_bytes": size, "checkpoints": checkpoints,
-            "seconds_per_round": per_round,
-            "seconds_per_round_per_member": per_round / members,
-            "breakdown_ms_per_call": probe.breakdown(timing, model),
-            "note": f"{per_round * 1000:.0f} ms/round ({per_round / members * 1000:.1f} ms/member)",
-            **timing}
+    return {
+        "system": SYSTEM,
+        "workload": "scale",
+        "members": members,
+        "rounds": rounds,
+        "messages": _message_count(output),
+        "db_bytes": size,
+        "checkpoints": checkpoints,
+        "seconds_per_round": per_round,
+        "seconds_per_round_per_member": per_round / members,
+        "breakdown_ms_per_call": probe.breakdown(timing, model),
+        "note": f"{per_round * 1000:.0f} ms/round ({per_round / members * 1000:.1f} ms/member)",
+        **timing,
+    }
 
 
 # --- registry ------------------------------------------------------------------------
+
 
 def _default_cadence() -> int | None:
     try:
@@ -792,38 +858,54 @@ def _default_cadence() -> int | None:
 
 def _cadence_params() -> list[dict]:
     default = _default_cadence()
-    return [{"snapshot_frequency": f, "messages": m, **({} if m in RESUME_AT else {"resume": False})}
-            for f in CADENCES if f != default for m in (500, 1000, 5000)]
+    return [
+        {"snapshot_frequency": f, "messages": m, **({} if m in RESUME_AT else {"resume": False})}
+        for f in CADENCES
+        if f != default
+        for m in (500, 1000, 5000)
+    ]
 
 
 WORKLOADS: dict[str, Workload] = {
     "teamgraph": Workload(
         delegation_workload,
         full=[{"rounds": r} for r in FULL_ROUNDS] + [{"rounds": r, "saver": "teamgraph"} for r in (10, 100)],
-        quick=[{"rounds": 10}], repeats=2, description=delegation_workload.__doc__),
+        quick=[{"rounds": 10}],
+        repeats=2,
+        description=delegation_workload.__doc__,
+    ),
     "teamgraph-storage": Workload(
         storage_workload,
-        full=[{"messages": m, **({"resume": True} if m in RESUME_AT else {})}
-              for m in STORAGE_MESSAGES],
+        full=[{"messages": m, **({"resume": True} if m in RESUME_AT else {})} for m in STORAGE_MESSAGES],
         # NOTE: the quick run resumes with a tiny cadence, so snapshots are exercised too.
         quick=[{"messages": 100, "resume": True, "repeats": 1, "snapshot_frequency": 10}],
-        timeout_s=900.0, description=storage_workload.__doc__),
+        timeout_s=900.0,
+        description=storage_workload.__doc__,
+    ),
     "teamgraph-parallel": Workload(
         parallel_workload,
-        full=[{"members": 8, "steps": 10, "max_parallel": 8},
-              {"members": 8, "steps": 10, "max_parallel": 1},
-              {"members": 8, "steps": 10, "max_parallel": 8, "progress": True},
-              {"members": 8, "steps": 10, "max_parallel": 8, "slice_steps": 1},
-              {"members": 8, "steps": 10, "max_parallel": 8, "slice_steps": 4},
-              {"members": 8, "steps": 10, "max_parallel": 8, "slice_steps": 10}],
+        full=[
+            {"members": 8, "steps": 10, "max_parallel": 8},
+            {"members": 8, "steps": 10, "max_parallel": 1},
+            {"members": 8, "steps": 10, "max_parallel": 8, "progress": True},
+            {"members": 8, "steps": 10, "max_parallel": 8, "slice_steps": 1},
+            {"members": 8, "steps": 10, "max_parallel": 8, "slice_steps": 4},
+            {"members": 8, "steps": 10, "max_parallel": 8, "slice_steps": 10},
+        ],
         quick=[{"members": 8, "steps": 3, "max_parallel": 8, "latency_ms": [2, 8]}],
-        repeats=2, description=parallel_workload.__doc__),
+        repeats=2,
+        description=parallel_workload.__doc__,
+    ),
     "teamgraph-scale": Workload(
-        scale_workload, full=[{"members": n, "rounds": 10} for n in (5, 20, 50)],
-        quick=[{"members": 5, "rounds": 2}], repeats=2, description=scale_workload.__doc__),
+        scale_workload,
+        full=[{"members": n, "rounds": 10} for n in (5, 20, 50)],
+        quick=[{"members": 5, "rounds": 2}],
+        repeats=2,
+        description=scale_workload.__doc__,
+    ),
     "teamgraph-cadence": Workload(
-        cadence_workload, full=_cadence_params(), quick=[],
-        timeout_s=900.0, description=cadence_workload.__doc__),
+        cadence_workload, full=_cadence_params(), quick=[], timeout_s=900.0, description=cadence_workload.__doc__
+    ),
 }
 
 

@@ -35,8 +35,14 @@ TRACED_CHILD = textwrap.dedent(
 
 
 def test_the_fake_langsmith_endpoint_counts_what_a_traced_run_sends():
-    out = subprocess.run([sys.executable, "-c", TRACED_CHILD, "200000"], cwd=REPO, capture_output=True,
-                         text=True, timeout=120, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    out = subprocess.run(
+        [sys.executable, "-c", TRACED_CHILD, "200000"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     small, big = (json.loads(line) for line in out.stdout.splitlines() if line.startswith("{"))
     assert small["bytes"] > 0
@@ -62,18 +68,45 @@ def _row(workload: str, params: dict, **fields) -> dict:
 
 def test_issue10_targets_pass_and_miss_by_their_thresholds():
     rows = [
-        _row("teamgraph-lognormal", {"members": 8}, system="teamgraph", makespan_over_critical=1.10, makespan_s=1.0,
-             puts_per_model_call=0.9),
+        _row(
+            "teamgraph-lognormal",
+            {"members": 8},
+            system="teamgraph",
+            makespan_over_critical=1.10,
+            makespan_s=1.0,
+            puts_per_model_call=0.9,
+        ),
         _row("teamgraph-lognormal", {"members": 16}, system="teamgraph", makespan_over_critical=1.20, makespan_s=1.2),
-        _row("supervisor-lognormal", {"members": 8}, system="langgraph-supervisor", makespan_over_critical=6.0,
-             makespan_s=5.0),
+        _row(
+            "supervisor-lognormal",
+            {"members": 8},
+            system="langgraph-supervisor",
+            makespan_over_critical=6.0,
+            makespan_s=5.0,
+        ),
         _row("teamgraph", {"rounds": 100}, checkpoints=100, model_calls=100, overhead_ms_per_call=1.0),
-        _row("supervisor", {"rounds": 100}, system="langgraph-supervisor", checkpoints=300, model_calls=100,
-             overhead_ms_per_call=20.0),
-        _row("teamgraph-observed", {"messages": 80}, messages=77, values_bytes_per_message=1000.0,
-             trace_bytes_per_message=2000.0),
-        _row("teamgraph-observed", {"messages": 300}, messages=305, values_bytes_per_message=1200.0,
-             trace_bytes_per_message=4000.0),
+        _row(
+            "supervisor",
+            {"rounds": 100},
+            system="langgraph-supervisor",
+            checkpoints=300,
+            model_calls=100,
+            overhead_ms_per_call=20.0,
+        ),
+        _row(
+            "teamgraph-observed",
+            {"messages": 80},
+            messages=77,
+            values_bytes_per_message=1000.0,
+            trace_bytes_per_message=2000.0,
+        ),
+        _row(
+            "teamgraph-observed",
+            {"messages": 300},
+            messages=305,
+            values_bytes_per_message=1200.0,
+            trace_bytes_per_message=4000.0,
+        ),
     ]
     records = {r["target"].split(" <=")[0].split(":")[0]: r for r in targets_issue10.evaluate(rows)}
     lognormal = next(r for k, r in records.items() if k.startswith("makespan / critical path, lognormal"))

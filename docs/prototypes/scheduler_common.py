@@ -69,8 +69,10 @@ def member_names(n: int) -> list[str]:
 def latency_plan(n: int) -> dict[str, list[float]]:
     """Seeded lognormal latencies per member and call (the shared toys' seed and shape)."""
     rng = random.Random(SEED)
-    return {a: [min(rng.lognormvariate(math.log(MEDIAN_S), SIGMA), CAP_S) for _ in range(CALLS_PER_MEMBER)]
-            for a in member_names(n)}
+    return {
+        a: [min(rng.lognormvariate(math.log(MEDIAN_S), SIGMA), CAP_S) for _ in range(CALLS_PER_MEMBER)]
+        for a in member_names(n)
+    }
 
 
 def critical_path(plan: dict[str, list[float]]) -> float:
@@ -123,11 +125,12 @@ class FakeModel(BaseChatModel):
         self.log.record(agent, k)
         return ChatResult(generations=[ChatGeneration(message=AIMessage(self._answer(messages, agent, k)))])
 
-    def _stream(self, messages, stop=None, run_manager=None, *, agent: str = "", k: int = 0,
-                **kw) -> Iterator[ChatGenerationChunk]:
+    def _stream(
+        self, messages, stop=None, run_manager=None, *, agent: str = "", k: int = 0, **kw
+    ) -> Iterator[ChatGenerationChunk]:
         text = self._answer(messages, agent, k)
-        parts = [text[i:i + 4] for i in range(0, len(text), 4)][:3]
-        parts.append(text[sum(len(p) for p in parts):])
+        parts = [text[i : i + 4] for i in range(0, len(text), 4)][:3]
+        parts.append(text[sum(len(p) for p in parts) :])
         for part in parts:
             time.sleep(self.plan[agent][k] / len(parts))
             chunk = ChatGenerationChunk(message=AIMessageChunk(content=part))
@@ -203,19 +206,24 @@ def next_call_problems(events: list[dict]) -> list[str]:
     sent = {e["msg"]: e for e in events if e["kind"] == "sent"}
     reads = [e for e in events if e["kind"] == "read"]
     problems = [f"{m} never read" for m in sent if m not in {e["msg"] for e in reads}]
-    problems += [f"{e['msg']} re-sent after the crash with another text" for e in events
-                 if e["kind"] == "resent" and e["changed"]]
+    problems += [
+        f"{e['msg']} re-sent after the crash with another text"
+        for e in events
+        if e["kind"] == "resent" and e["changed"]
+    ]
     for e in reads:
         if e["msg"] in sent and e["call"] != sent[e["msg"]]["next"]:
-            problems.append(f"{e['receiver']} read {e['msg']} at call {e['call']}, "
-                            f"not at its next call {sent[e['msg']]['next']}")
+            problems.append(
+                f"{e['receiver']} read {e['msg']} at call {e['call']}, not at its next call {sent[e['msg']]['next']}"
+            )
     return problems
 
 
 def child(script: str, args: list[str], env: dict | None = None) -> subprocess.Popen:
     """Start `python script args` with stdout piped."""
-    return subprocess.Popen([sys.executable, script, *args], stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, **(env or {})})
+    return subprocess.Popen(
+        [sys.executable, script, *args], stdout=subprocess.PIPE, text=True, env={**os.environ, **(env or {})}
+    )
 
 
 def last_json(text: str) -> dict:
@@ -226,8 +234,9 @@ def last_json(text: str) -> dict:
     raise RuntimeError(f"no result line in: {text[-500:]}")
 
 
-def run_scenario(script: str, members: int, workdir: Path, *, chatty: bool = False,
-                 kill_at_calls: int | None = None) -> dict:
+def run_scenario(
+    script: str, members: int, workdir: Path, *, chatty: bool = False, kill_at_calls: int | None = None
+) -> dict:
     """Uncrashed reference run, then (with `kill_at_calls`) a run killed with SIGKILL as
     soon as that many model calls have finished, resumed in a new process; compares the
     histories with the reference's."""
@@ -249,7 +258,7 @@ def run_scenario(script: str, members: int, workdir: Path, *, chatty: bool = Fal
     before = log.read_text().split("\n")[:-1] if log.exists() else []
     resumed = child(script, flags + ["--db", str(db), "--calllog", str(log), "--resume"])
     out = last_json(resumed.communicate()[0])
-    after = log.read_text().split("\n")[:-1][len(before):]
+    after = log.read_text().split("\n")[:-1][len(before) :]
     again = sorted(set(before) & set(after))
     return {
         "kill_at_calls": kill_at_calls,
@@ -260,7 +269,8 @@ def run_scenario(script: str, members: int, workdir: Path, *, chatty: bool = Fal
         "histories_identical": out["hist"] == ref_out["hist"],
         "uncrashed_runs_identical": twin_out["hist"] == ref_out["hist"],
         "agents_differing": sorted(a for a in ref_out["hist"] if out["hist"].get(a) != ref_out["hist"][a]),
-        "problems": check_pairing(out["hist"], members, chatty, False) + out["next_call_problems"]
+        "problems": check_pairing(out["hist"], members, chatty, False)
+        + out["next_call_problems"]
         + ([] if out["prefix_ok"] else ["a checkpointed history was rewritten"]),
         "reference_problems": check_pairing(ref_out["hist"], members, chatty, False),
         "reference": {k: v for k, v in ref_out.items() if k != "hist"},
@@ -290,8 +300,12 @@ def cli(mechanism: str, build: Callable[..., tuple[Any, dict]]) -> None:
     log = CallLog(args.calllog)
     graph, plan = build(args.members, chatty=args.chatty, human=args.human, log=log, saver=saver)
     cfg: RunnableConfig = {"configurable": {"thread_id": "t"}, "recursion_limit": 100_000}
-    result: dict[str, Any] = {"mechanism": mechanism, "members": args.members, "chatty": args.chatty,
-                              "human": args.human}
+    result: dict[str, Any] = {
+        "mechanism": mechanism,
+        "members": args.members,
+        "chatty": args.chatty,
+        "human": args.human,
+    }
     at_resume = graph.get_state(cfg).values.get("hist", {}) if args.resume else {}
     t0 = time.perf_counter()
     chunks: list[dict] = []
@@ -300,8 +314,9 @@ def cli(mechanism: str, build: Callable[..., tuple[Any, dict]]) -> None:
     pause = 0.0
     while True:
         if args.stream:
-            for _ns, mode, data in graph.stream(inp, cfg, durability="sync", stream_mode=["messages", "updates"],
-                                                subgraphs=True):
+            for _ns, mode, data in graph.stream(
+                inp, cfg, durability="sync", stream_mode=["messages", "updates"], subgraphs=True
+            ):
                 if mode == "updates" and not _ns and {"router", "scheduler"} & set(data):
                     boundaries += 1
                 elif mode == "messages":
@@ -324,19 +339,27 @@ def cli(mechanism: str, build: Callable[..., tuple[Any, dict]]) -> None:
     makespan = wall - pause
     state = graph.get_state(cfg).values
     crit = critical_path(plan)
-    result.update({
-        "wall_s": wall, "makespan_s": makespan, "critical_s": crit, "ratio": makespan / crit,
-        "lockstep_bound": lockstep_bound(plan) / crit, "calls_this_process": log.count,
-        "supersteps": state.get("steps", 0), "puts": counts["put"], "put_writes": counts["put_writes"],
-        "puts_per_call": counts["put"] / max(1, log.count),
-        "problems": check_pairing(state["hist"], args.members, args.chatty, bool(args.human)),
-        "next_call_problems": next_call_problems(state.get("events", [])),
-        # nothing checkpointed before the crash is rewritten: old histories are prefixes
-        "prefix_ok": all(state["hist"].get(a, [])[:len(h)] == h for a, h in at_resume.items()),
-        "messages_read": sum(e["kind"] == "read" for e in state.get("events", [])),
-        "hist": state["hist"],
-        "nodes": sorted(graph.get_graph().nodes),
-    })
+    result.update(
+        {
+            "wall_s": wall,
+            "makespan_s": makespan,
+            "critical_s": crit,
+            "ratio": makespan / crit,
+            "lockstep_bound": lockstep_bound(plan) / crit,
+            "calls_this_process": log.count,
+            "supersteps": state.get("steps", 0),
+            "puts": counts["put"],
+            "put_writes": counts["put_writes"],
+            "puts_per_call": counts["put"] / max(1, log.count),
+            "problems": check_pairing(state["hist"], args.members, args.chatty, bool(args.human)),
+            "next_call_problems": next_call_problems(state.get("events", [])),
+            # nothing checkpointed before the crash is rewritten: old histories are prefixes
+            "prefix_ok": all(state["hist"].get(a, [])[: len(h)] == h for a, h in at_resume.items()),
+            "messages_read": sum(e["kind"] == "read" for e in state.get("events", [])),
+            "hist": state["hist"],
+            "nodes": sorted(graph.get_graph().nodes),
+        }
+    )
     if args.stream:
         spans: dict[tuple, set] = {}
         for c in chunks:

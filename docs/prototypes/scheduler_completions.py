@@ -37,12 +37,12 @@ LOCK = threading.Lock()
 
 
 class Team(TypedDict, total=False):
-    hist: Annotated[dict, append_lists]    # agent -> history (strings)
-    inbox: Annotated[dict, merge]          # agent -> unread messages (whole list per changed agent)
-    calls: Annotated[dict, merge]          # agent -> finished calls
-    inflight: Annotated[dict, merge]       # agent -> {"k", "read"} dispatch record, or None
-    waiting: Annotated[dict, merge]        # agent -> question for a person, or None
-    answers: Annotated[dict, merge]        # agent -> a person's answer (human node), or None
+    hist: Annotated[dict, append_lists]  # agent -> history (strings)
+    inbox: Annotated[dict, merge]  # agent -> unread messages (whole list per changed agent)
+    calls: Annotated[dict, merge]  # agent -> finished calls
+    inflight: Annotated[dict, merge]  # agent -> {"k", "read"} dispatch record, or None
+    waiting: Annotated[dict, merge]  # agent -> question for a person, or None
+    answers: Annotated[dict, merge]  # agent -> a person's answer (human node), or None
     events: Annotated[list, operator.add]  # sent/read records (the next-call check)
     steps: Annotated[int, operator.add]
 
@@ -56,8 +56,16 @@ class Pass:
         self.calls = {a: state.get("calls", {}).get(a, 0) for a in names}
         self.inflight = {a: state.get("inflight", {}).get(a) for a in names}
         self.waiting = {a: state.get("waiting", {}).get(a) for a in names}
-        self.upd: dict[str, Any] = {"hist": {}, "inbox": {}, "calls": {}, "inflight": {}, "waiting": {},
-                                    "answers": {}, "events": [], "steps": 1}
+        self.upd: dict[str, Any] = {
+            "hist": {},
+            "inbox": {},
+            "calls": {},
+            "inflight": {},
+            "waiting": {},
+            "answers": {},
+            "events": [],
+            "steps": 1,
+        }
 
     def set(self, channel: str, agent: str, value: Any) -> None:
         """Change one agent's entry here and in the update."""
@@ -73,8 +81,11 @@ class Pass:
     def dispatch(self, agent: str) -> dict:
         """Record the agent's next call: its index and the inbox it reads (all of it)."""
         k, read = self.calls[agent], self.inbox[agent]
-        self.upd["events"] += [{"kind": "read", "msg": m.split(":")[0], "receiver": agent, "call": k}
-                               for m in read if m.startswith("msg from")]
+        self.upd["events"] += [
+            {"kind": "read", "msg": m.split(":")[0], "receiver": agent, "call": k}
+            for m in read
+            if m.startswith("msg from")
+        ]
         self.set("inbox", agent, [])
         rec = {"k": k, "read": read}
         self.set("inflight", agent, rec)
@@ -88,12 +99,15 @@ class Completions(Prototype):
         """Run the call in the pool, keyed (thread, agent, call index)."""
         # NOTE: the call runs with the issuing task's callbacks: stream_mode="messages"
         # sees its tokens even after that task's superstep has ended.
-        cfg: RunnableConfig = {"callbacks": config.get("callbacks"),
-                               "metadata": {**config.get("metadata", {}), "agent": agent, "k": rec["k"]}}
+        cfg: RunnableConfig = {
+            "callbacks": config.get("callbacks"),
+            "metadata": {**config.get("metadata", {}), "agent": agent, "k": rec["k"]},
+        }
         prompt = [HumanMessage(x) for x in [*hist, *rec["read"]]] or [HumanMessage("start")]
         with LOCK:
             FUTURES[(thread, agent, rec["k"])] = POOL.submit(
-                lambda: (agent, rec, self.model.invoke(prompt, cfg, agent=agent, k=rec["k"]).content))
+                lambda: (agent, rec, self.model.invoke(prompt, cfg, agent=agent, k=rec["k"]).content)
+            )
 
     def scheduler(self, state: Team, config: RunnableConfig) -> dict:
         """One superstep: answers, re-issues, the first completions, new dispatches."""
@@ -104,7 +118,7 @@ class Completions(Prototype):
                 now.answer(a, answer)
         for a, rec in now.inflight.items():
             if rec is not None and (thread, a, rec["k"]) not in FUTURES:
-                self.submit(thread, a, rec, now.hist.get(a, []), config)   # re-issue the recorded input
+                self.submit(thread, a, rec, now.hist.get(a, []), config)  # re-issue the recorded input
         with LOCK:
             mine = {key: f for key, f in FUTURES.items() if key[0] == thread}
         if mine:

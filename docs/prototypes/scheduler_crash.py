@@ -13,8 +13,11 @@ from pathlib import Path
 
 from scheduler_common import run_scenario
 
-SCRIPTS = {"completions": "scheduler_completions.py", "slices": "scheduler_slices.py",
-           "members": "scheduler_members.py"}
+SCRIPTS = {
+    "completions": "scheduler_completions.py",
+    "slices": "scheduler_slices.py",
+    "members": "scheduler_members.py",
+}
 
 if __name__ == "__main__":
     p = argparse.ArgumentParser()
@@ -25,6 +28,7 @@ if __name__ == "__main__":
     args = p.parse_args()
     here = Path(__file__).resolve().parent
     with tempfile.TemporaryDirectory() as tmp:
-        out = run_scenario(str(here / SCRIPTS[args.mechanism]), args.members, Path(tmp),
-                           chatty=args.chatty, kill_at_calls=args.at)
+        out = run_scenario(
+            str(here / SCRIPTS[args.mechanism]), args.members, Path(tmp), chatty=args.chatty, kill_at_calls=args.at
+        )
     print(json.dumps({"mechanism": args.mechanism, "members": args.members, "chatty": args.chatty, **out}))

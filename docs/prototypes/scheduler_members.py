@@ -38,8 +38,8 @@ class Team(TypedDict, total=False):
 class Member(TypedDict, total=False):
     agent: str
     k: int
-    new: Annotated[list, operator.add]      # the member's history (this run)
-    read: Annotated[list, operator.add]     # mailbox keys already read
+    new: Annotated[list, operator.add]  # the member's history (this run)
+    read: Annotated[list, operator.add]  # mailbox keys already read
     events: Annotated[list, operator.add]
     stop: str
 
@@ -61,7 +61,7 @@ class MemberRuns(Prototype):
 
     def __init__(self, members: int, *, chatty: bool, human: str | None, log: CallLog) -> None:
         super().__init__(members, chatty=chatty, human=human, log=log)
-        self.started: dict[str, int] = {}   # measurement only: each member's next call to read its mailbox
+        self.started: dict[str, int] = {}  # measurement only: each member's next call to read its mailbox
         sb = StateGraph(Member)
         sb.add_node("call", self.call)
         sb.add_node("ask", self.ask)
@@ -80,9 +80,12 @@ class MemberRuns(Prototype):
         cfg: RunnableConfig = {**config, "metadata": {**config.get("metadata", {}), "agent": a, "k": k}}
         prompt = [HumanMessage(x) for x in state.get("new", []) + read] or [HumanMessage("start")]
         out = str(self.model.invoke(prompt, cfg, agent=a, k=k).content)
-        upd: dict[str, Any] = {"new": [*read, out], "k": k + 1, "read": [i.key for i in mail],
-                               "events": [{"kind": "read", "msg": i.value["text"].split(":")[0], "receiver": a,
-                                           "call": k} for i in mail]}
+        upd: dict[str, Any] = {
+            "new": [*read, out],
+            "k": k + 1,
+            "read": [i.key for i in mail],
+            "events": [{"kind": "read", "msg": i.value["text"].split(":")[0], "receiver": a, "call": k} for i in mail],
+        }
         if self.chatty and SENDS.get((a, k)) in self.names:
             upd["events"].append(self.send(store, a, k, SENDS[(a, k)], out))
         if self.human and (a, k) in ASKS:
@@ -117,8 +120,7 @@ class MemberRuns(Prototype):
         return {"hist": {a: out["new"]}, "calls": {a: out["k"]}, "events": out.get("events", [])}
 
     def route(self, state: Team) -> list[Send] | str:
-        todo = [Send("member", {"agent": a}) for a in self.names
-                if state.get("calls", {}).get(a, 0) < CALLS_PER_MEMBER]
+        todo = [Send("member", {"agent": a}) for a in self.names if state.get("calls", {}).get(a, 0) < CALLS_PER_MEMBER]
         return todo or END
 
 

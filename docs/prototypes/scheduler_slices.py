@@ -31,23 +31,23 @@ FLAGS: dict[tuple[str, int], threading.Event] = {}
 
 
 class Team(TypedDict, total=False):
-    hist: Annotated[dict, append_lists]    # agent -> history
-    mail: Annotated[dict, append_lists]    # agent -> every message ever sent to it
-    read: Annotated[dict, merge]           # agent -> how many of its messages it has read
-    seen: Annotated[dict, merge]           # agent -> how many of its messages the router has seen
-    calls: Annotated[dict, merge]          # agent -> finished calls
-    waiting: Annotated[dict, merge]        # agent -> question, or None
+    hist: Annotated[dict, append_lists]  # agent -> history
+    mail: Annotated[dict, append_lists]  # agent -> every message ever sent to it
+    read: Annotated[dict, merge]  # agent -> how many of its messages it has read
+    seen: Annotated[dict, merge]  # agent -> how many of its messages the router has seen
+    calls: Annotated[dict, merge]  # agent -> finished calls
+    waiting: Annotated[dict, merge]  # agent -> question, or None
     events: Annotated[list, operator.add]
     steps: Annotated[int, operator.add]
 
 
 class Slice(TypedDict, total=False):
     agent: str
-    k: int                                  # next call index
-    step: int                               # the parent superstep (its yield flag)
-    prompt: list                            # history + what this slice read
-    new: Annotated[list, operator.add]      # messages this slice adds to the history
-    sent: Annotated[list, operator.add]     # (receiver, message) pairs
+    k: int  # next call index
+    step: int  # the parent superstep (its yield flag)
+    prompt: list  # history + what this slice read
+    new: Annotated[list, operator.add]  # messages this slice adds to the history
+    sent: Annotated[list, operator.add]  # (receiver, message) pairs
     stop: str
 
 
@@ -75,7 +75,7 @@ class Slices(Prototype):
         sb.add_edge(START, "call")
         sb.add_conditional_edges("call", self.after, ["call", "ask", END])
         sb.add_edge("ask", END)
-        self.member_graph = sb.compile()   # inherits the parent's checkpointer: durable per call
+        self.member_graph = sb.compile()  # inherits the parent's checkpointer: durable per call
 
     def call(self, state: Slice, config: RunnableConfig) -> dict:
         """One model call; a message or a question ends the slice and raises the yield flag."""
@@ -87,7 +87,7 @@ class Slices(Prototype):
         if self.chatty and SENDS.get((a, k)) in self.names:
             upd["sent"] = [(SENDS[(a, k)], f"msg from {a}.{k}: {out}")]
             upd["stop"] = "send"
-            flag(config, state["step"]).set()   # NOTE: everyone yields so the router can deliver
+            flag(config, state["step"]).set()  # NOTE: everyone yields so the router can deliver
         if self.human and (a, k) in ASKS:
             upd["stop"] = "ask"
             flag(config, state["step"]).set()
@@ -109,12 +109,19 @@ class Slices(Prototype):
     def member(self, payload: dict, config: RunnableConfig) -> dict:
         """A member's slice (the Send task): run the subgraph, return its writes."""
         a, k0, read = payload["agent"], payload["k"], payload["read"]
-        out = self.member_graph.invoke({"agent": a, "k": k0, "step": payload["step"],
-                                        "prompt": payload["hist"] + read, "new": []}, config)
-        upd: dict[str, Any] = {"hist": {a: read + out["new"]}, "calls": {a: out["k"]},
-                               "read": {a: payload["read_upto"]},
-                               "events": [{"kind": "read", "msg": m.split(":")[0], "receiver": a, "call": k0}
-                                          for m in read if m.startswith("msg from")]}
+        out = self.member_graph.invoke(
+            {"agent": a, "k": k0, "step": payload["step"], "prompt": payload["hist"] + read, "new": []}, config
+        )
+        upd: dict[str, Any] = {
+            "hist": {a: read + out["new"]},
+            "calls": {a: out["k"]},
+            "read": {a: payload["read_upto"]},
+            "events": [
+                {"kind": "read", "msg": m.split(":")[0], "receiver": a, "call": k0}
+                for m in read
+                if m.startswith("msg from")
+            ],
+        }
         if out["sent"]:
             upd["mail"] = mail_by_receiver(out["sent"])
         return upd
@@ -123,9 +130,10 @@ class Slices(Prototype):
         """The router's pass: record when each new message landed (the receiver's next call)."""
         seen, events = {}, []
         for a, msgs in state.get("mail", {}).items():
-            for m in msgs[state.get("seen", {}).get(a, 0):]:
-                events.append({"kind": "sent", "msg": m.split(":")[0], "receiver": a,
-                               "next": state.get("calls", {}).get(a, 0)})
+            for m in msgs[state.get("seen", {}).get(a, 0) :]:
+                events.append(
+                    {"kind": "sent", "msg": m.split(":")[0], "receiver": a, "next": state.get("calls", {}).get(a, 0)}
+                )
             seen[a] = len(msgs)
         return {"seen": seen, "events": events, "steps": 1}
 
@@ -137,9 +145,19 @@ class Slices(Prototype):
             if k >= CALLS_PER_MEMBER:
                 continue
             mail, upto = state.get("mail", {}).get(a, []), state.get("read", {}).get(a, 0)
-            sends.append(Send("member", {"agent": a, "k": k, "step": state.get("steps", 0),
-                                         "hist": state.get("hist", {}).get(a, []),
-                                         "read": mail[upto:], "read_upto": len(mail)}))
+            sends.append(
+                Send(
+                    "member",
+                    {
+                        "agent": a,
+                        "k": k,
+                        "step": state.get("steps", 0),
+                        "hist": state.get("hist", {}).get(a, []),
+                        "read": mail[upto:],
+                        "read_upto": len(mail),
+                    },
+                )
+            )
         return sends or END
 
 

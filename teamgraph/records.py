@@ -196,6 +196,8 @@ class Schedule(TypedDict, total=False):
     """The ids of pending requests (so a pass never scans every request)."""
     reminded: dict[str, int]
     """Per request routed to the leader: how many reminders it got."""
+    in_flight: dict[str, int]
+    """Per agent with a step in flight: the dispatch number of that step."""
 
 
 class Conversation(TypedDict):

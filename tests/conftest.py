@@ -150,17 +150,16 @@ class TeamRun:
         """Run a user message with ``stream_mode="updates"``.
 
         Returns:
-            One ``(scheduled, ran)`` pair per router pass: the agents the router
-            scheduled and the agents whose steps ran in the superstep after it.
+            One ``(scheduled, ran)`` pair per router pass: the agents whose steps
+            the pass issued and the agents whose steps it took back, finished.
         """
         steps: list[tuple[list[str], list[str]]] = []
         self._use_script()
         for update in self.graph.stream({"messages": [("user", text)]}, self.config, stream_mode="updates"):
             for node, value in update.items():
                 if node == "router":
-                    steps.append((list(value["team"]["scheduled"]), []))
-                elif isinstance(value, dict) and value.get("histories"):
-                    steps[-1][1].extend(value["histories"])
+                    ran = [e["agent"] for e in value.get("outbox", []) if e["kind"] == "step"]
+                    steps.append((list(value["team"]["scheduled"]), ran))
         return steps
 
 
@@ -194,6 +193,7 @@ def compiled_teams(tmp_path_factory):
     cache: dict = {}
 
     def get(policy, *, roles_dir=None, clock=None):
+        policy = lockstep(policy)
         key = (policy.model_dump_json(), str(roles_dir), clock is not None)
         if key not in cache:
             team = Team(
@@ -212,6 +212,18 @@ def compiled_teams(tmp_path_factory):
     return get
 
 
+def lockstep(policy):
+    """``policy``, scheduled in lockstep unless the test chose its scheduling.
+
+    NOTE: scripted models answer at once, so under "completions" which steps finish
+    together depends on thread timing; tests that compare whole histories need the
+    reproducible interleaving. Tests of the completions scheduler set it explicitly.
+    """
+    if "scheduling" in policy.model_fields_set:
+        return policy
+    return policy.model_copy(update={"scheduling": "lockstep"})
+
+
 @pytest.fixture
 def make_team(request, compiled_teams):
     """Factory: ``make_team(script, policy=..., roles_dir=..., home=..., thread=...)`` -> TeamRun.
@@ -227,7 +239,7 @@ def make_team(request, compiled_teams):
     threads = itertools.count(1)
 
     def build(script, *, policy=None, roles_dir=None, thread: str | None = None, home=None) -> TeamRun:
-        policy = policy or Policy()
+        policy = lockstep(policy or Policy())
         thread = thread or f"{request.node.name}-{next(threads)}"
         config = {"configurable": {"thread_id": thread}}
         if own_home or roles_dir is not None or home is not None or not isinstance(script, dict):
@@ -363,7 +375,7 @@ def hitl_team(team_home: Path, fake_clock: FakeClock, compiled_teams):
         policy = policy or Policy()
         key = policy.model_dump_json()
         if fresh or roles_dir is not None or home is not None or key in used_here:
-            team = Team(model=model, home=home or team_home, policy=policy, roles_dir=roles_dir, clock=fake_clock)
+            team = Team(model=model, home=home or team_home, policy=lockstep(policy), roles_dir=roles_dir, clock=fake_clock)
             graph = team.compile()
         else:
             team, graph = compiled_teams(policy, clock=fake_clock)

@@ -11,7 +11,9 @@ from langgraph.types import RetryPolicy, Send
 from teamgraph.compat import CONFIG_KEY_DURABILITY
 from teamgraph.graph.guarded import guarded
 from teamgraph.graph.router import make_router
-from teamgraph.nodes.agent_step import make_generic_member_node, make_step_node
+from teamgraph.graph.steps import StepPool
+from teamgraph.nodes.agent_step import build_role_subgraph
+from teamgraph.roles import Role
 from teamgraph.nodes.human_gate import make_human_gate
 from teamgraph.runtime import TeamRuntime
 from teamgraph.state import RouterInput, TeamInput, TeamState
@@ -48,41 +50,36 @@ def build_team_graph(runtime: TeamRuntime, *, checkpointer: Any = None) -> Compi
         The compiled graph, set to checkpoint every superstep synchronously.
     """
     builder = StateGraph(TeamState, input_schema=TeamInput, output_schema=TeamState)
-    builder.add_node(ROUTER, make_router(runtime), input_schema=RouterInput)
-    builder.add_edge(START, ROUTER)
+    subgraphs: dict[str, CompiledStateGraph] = {}
 
-    nodes: dict[str, str] = {}
+    def subgraph_for(role: Role) -> CompiledStateGraph:
+        if role.id not in subgraphs:
+            subgraphs[role.id] = build_role_subgraph(runtime, role)
+        return subgraphs[role.id]
+
     for role in runtime.roles.values():
-        name = node_name(role.id, leader=role.is_leader)
-        # NOTE: the leader's transient provider errors are retried here; a member's
-        # last failure marks it failed instead (nodes/agent_step.py).
-        retry = RetryPolicy(max_attempts=3) if role.is_leader else None
         try:
-            node = make_step_node(runtime, role)
+            subgraph_for(role)
         except Exception:
             if not runtime.wrote(role):
                 raise
             # NOTE: a role the team wrote must never stop the compile: its members
-            # step in the generic node, where the problem fails them with its reason.
-            continue
-        builder.add_node(name, node, retry_policy=retry)
-        builder.add_edge(name, ROUTER)
-        nodes[role.id] = name
-    builder.add_node(GENERIC_MEMBER_NODE, make_generic_member_node(runtime))
-    builder.add_edge(GENERIC_MEMBER_NODE, ROUTER)
+            # fail at their first step, with the reason.
+    pool = StepPool(workers=runtime.policy.max_parallel + 1)
+    builder.add_node(ROUTER, make_router(runtime, pool=pool, subgraph_for=subgraph_for), input_schema=RouterInput)
+    builder.add_edge(START, ROUTER)
     builder.add_node(HUMAN_NODE, make_human_gate(runtime))
     builder.add_edge(HUMAN_NODE, ROUTER)
 
-    def route(state: dict[str, Any]) -> list[Send | str] | str:
-        agents, team = state["agents"], state["team"]
-        targets: list[Send | str] = [
-            Send(nodes.get(agents[name]["role"], GENERIC_MEMBER_NODE), {"agent": name}) for name in team["scheduled"]
-        ]
+    def route(state: dict[str, Any]) -> str:
+        team = state["team"]
+        if team.get("in_flight") or state.get("outbox"):
+            return ROUTER  # NOTE: results taken by this pass are applied by the next one
         if team.get("human"):
-            targets.append(HUMAN_NODE)
-        return targets or END
+            return HUMAN_NODE
+        return END
 
-    builder.add_conditional_edges(ROUTER, route, [*nodes.values(), GENERIC_MEMBER_NODE, HUMAN_NODE, END])
+    builder.add_conditional_edges(ROUTER, route, [ROUTER, HUMAN_NODE, END])
     # NOTE: one run per thread (a lease in the home) wherever the team keeps its own checkpoints.
     lease_home = runtime.home if checkpointer is not None else None
     graph = guarded(builder.compile(checkpointer=checkpointer, name="teamgraph"), lease_home=lease_home)

@@ -14,7 +14,12 @@ from typing import Any, Protocol
 
 from langchain_core.runnables import RunnableConfig
 
+from langgraph.graph.state import CompiledStateGraph
+
 from teamgraph.audit.log import write_committed
+from teamgraph.graph.scheduler import advance
+from teamgraph.graph.steps import StepPool
+from teamgraph.roles import Role
 from teamgraph.ledger import lifecycle, liveness, mail, requests, turns, waits, work
 from teamgraph.ledger.book import Ledger
 from teamgraph.ledger.schedule import schedule
@@ -91,13 +96,22 @@ class RouterNode(Protocol):
     def __call__(self, state: RouterInput, config: RunnableConfig) -> dict[str, Any]: ...
 
 
-def make_router(runtime: TeamRuntime) -> RouterNode:
-    """The router node for one team (its input is only the effects: see ``RouterInput``)."""
+def make_router(
+    runtime: TeamRuntime, *, pool: StepPool, subgraph_for: Callable[[Role], CompiledStateGraph]
+) -> RouterNode:
+    """The router node for one team (its input is only the effects: see ``RouterInput``).
+
+    Args:
+        runtime: The team runtime.
+        pool: Where agents' steps run (they outlive the superstep that issues them).
+        subgraph_for: The role subgraph an agent steps through.
+    """
 
     def router(state: RouterInput, config: RunnableConfig) -> dict[str, Any]:
         del state  # NOTE: the same effects are in the full state read below
         team_state = read_team_state(config)
         write_committed(runtime, team_state)  # NOTE: the state a pass reads is committed: log it first
-        return run_pass(runtime, team_state)
+        updates = run_pass(runtime, team_state)
+        return advance(runtime, pool, subgraph_for, team_state, updates, config)
 
     return router

@@ -66,6 +66,8 @@ def flush(ledger: Ledger, name: str) -> None:
     record = ledger.agents[name]
     if not record["inbox"] or record["waits"] or record["status"] in ENDED:
         return
+    if name in ledger.team.get("in_flight", {}):
+        return  # NOTE: its step in flight did not see them: they go after that step's messages
     if record["status"] != RUNNING:
         if not any(m["wake"] for m in record["inbox"]) or (name != LEADER and ledger.budget_spent()):
             return

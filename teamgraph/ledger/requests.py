@@ -14,7 +14,7 @@ from datetime import timedelta
 from teamgraph.governance.operations import execute_approved, is_governed
 from teamgraph.ledger.book import Ledger
 from teamgraph.ledger.mail import notify, post, tell_leader_peer_traffic
-from teamgraph.ledger.waits import answer_wait, open_wait, output_waits, take_output_wait
+from teamgraph.ledger.waits import answer_wait, open_wait, output_waits, take_output_wait, why_gone
 from teamgraph.messaging import effects, envelopes, notices, results
 from teamgraph.messaging.envelopes import clip
 from teamgraph.protocols import requests as tracker
@@ -133,11 +133,10 @@ def _dispatch(ledger: Ledger, record: Request, *, kind: str, decider: str | None
     """Hand a new request to its route: an agent's inbox, a person, or a decision at once."""
     asker, route, rid = record["from"], record.get("route", record["to"]), record["id"]
     target, author = ledger.agents.get(route), ledger.agents.get(asker)
-    if author is not None and author["status"] in ENDED:
-        # NOTE: terminated earlier in this pass (same superstep): nobody may act on
-        # a request whose asker is gone; its call is closed to keep its history valid.
-        why = results.cancelled_because(f"you are {author['status']}")
-        close_request(ledger, record, why, status=tracker.CANCELLED)
+    if author is not None and (gone := why_gone(author)):
+        # NOTE: the asker ended or was stopped while its step ran: nobody may act on a
+        # request from a turn that is over; its call is closed to keep its history valid.
+        close_request(ledger, record, gone, status=tracker.CANCELLED)
     elif target is not None and target["status"] in ENDED:
         why = results.nobody_will_answer(route, target["status"])
         close_request(ledger, record, why, status=tracker.CANCELLED)

@@ -14,7 +14,7 @@ from teamgraph.ledger import requests
 from teamgraph.ledger.book import Ledger
 from teamgraph.ledger.lifecycle import end_agent, expire_shutdown
 from teamgraph.ledger.mail import INBOX, notify, post, tell_leader_peer_traffic
-from teamgraph.ledger.waits import cancel_waits, take_output_wait, take_output_waits_on
+from teamgraph.ledger.waits import cancel_waits, take_output_wait, take_output_waits_on, why_gone
 from teamgraph.messaging import envelopes, notices, results
 from teamgraph.messaging.envelopes import clip
 from teamgraph.protocols import requests as tracker
@@ -58,7 +58,13 @@ def on_step(ledger: Ledger, effect: StepEffect) -> None:
         end_agent(ledger, name, FAILED, reason=error)
         notify(ledger, LEADER, notices.failed(name, error=error))
         return
-    if record["status"] not in ENDED and record["status"] != STOPPED:
+    if gone := why_gone(record):
+        # NOTE: the step landed after its agent was stopped or ended: its open calls are closed.
+        for call_id in effect["deferred"]:
+            if call_id not in record["waits"] and call_id not in ledger.answered_calls:
+                result = ToolMessage(content=gone, tool_call_id=call_id, additional_kwargs={results.OUTCOME_KEY: results.CANCELLED})
+                ledger.appends[name].append(result)
+    else:
         _after_step(ledger, name, effect, text)
     if name == LEADER:
         _leader_output(ledger, text, ended_turn=effect["ended_turn"])
@@ -111,9 +117,13 @@ def on_stop(ledger: Ledger, effect: StopEffect) -> None:
     record["last_action"] = f"stopped by {effect['agent']}"
     # NOTE: a stop ends the turn: what it read and left unanswered is closed as at a turn end.
     close_read_requests(ledger, target, "")
+    notice = notices.stopped(effect["agent"])
+    if target in ledger.team.get("in_flight", {}):
+        # NOTE: its step in flight did not see the stop: the notice follows that step.
+        notify(ledger, target, notice, wake=False)
+        return
     # NOTE: the agent's open calls were answered just above, so the notice cannot
     # come between a tool call and its result. It is delivered at once (tracked).
-    notice = notices.stopped(effect["agent"])
     message_id = f"msg_{ledger.next_id('message')}"
     ledger.track(
         message_id,

@@ -14,7 +14,20 @@ from teamgraph.ledger.book import Ledger
 from teamgraph.ledger.mail import notify
 from teamgraph.messaging import notices, results
 from teamgraph.protocols import requests as tracker
-from teamgraph.records import ENDED, LEADER, RUNNING, WAITING, Request, Wait, WaitOutputEffect
+from teamgraph.records import ENDED, LEADER, RUNNING, STOPPED, WAITING, AgentRecord, Request, Wait, WaitOutputEffect
+
+
+def why_gone(record: AgentRecord) -> str | None:
+    """Why a call of an agent that ended (or whose turn was stopped) is cancelled; None if it is active.
+
+    NOTE: with steps in flight, a step can land after its agent was stopped or ended;
+    what it asked for belongs to a turn that is over.
+    """
+    if record["status"] in ENDED:
+        return results.cancelled_because(f"you are {record['status']}")
+    if record["status"] == STOPPED:
+        return results.cancelled_because("your turn was stopped")
+    return None
 
 
 def open_wait(ledger: Ledger, name: str, call_id: str, *, tool: str, on: str, request: str | None) -> Wait:
@@ -128,8 +141,8 @@ def on_wait_output(ledger: Ledger, effect: WaitOutputEffect) -> None:
     name, on, call_id = effect["agent"], effect["on"], effect["call_id"]
     open_wait(ledger, name, call_id, tool=effect["tool"], on=on, request=None)
     target, author = ledger.agents.get(on), ledger.agents[name]
-    if author["status"] in ENDED:
-        answer_wait(ledger, name, call_id, results.cancelled_because(f"you are {author['status']}"))
+    if gone := why_gone(author):
+        answer_wait(ledger, name, call_id, gone, outcome=results.CANCELLED)
     elif target is None or target["status"] in ENDED:
         status = target["status"] if target else "unknown"
         take_output_wait(ledger, name, on, results.no_output_to_wait_for(on, status))

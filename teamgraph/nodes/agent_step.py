@@ -181,8 +181,17 @@ def run_step(
         The agent's new messages and, for the router, the tools' effects plus one
         ``step`` summary per model call.
     """
-    name = payload["agent"]
-    team = read_team_state(config)
+    return take_step(runtime, subgraph_for, read_team_state(config), payload["agent"], config)
+
+
+def take_step(
+    runtime: TeamRuntime,
+    subgraph_for: Callable[[Role], CompiledStateGraph],
+    team: Mapping[str, Any],
+    name: str,
+    config: RunnableConfig,
+) -> dict[str, Any]:
+    """One step of agent ``name`` on the team state ``team`` (see ``run_step``)."""
     role = runtime.roles[team["agents"][name]["role"]]
     try:
         subgraph = subgraph_for(role)

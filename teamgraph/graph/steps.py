@@ -1,0 +1,63 @@
+"""Steps in flight: agents' model steps run in a pool and outlive the superstep that issued them.
+
+The router issues a step (a *dispatch*, numbered) and records it in the state
+(``team["in_flight"]``); the pool runs it; a later router pass takes its result.
+A result is taken only for the dispatch the state still records, so a stale one
+(a resumed or rewound thread) is dropped, and a dispatch the pool does not hold
+(a new process after a crash) is issued again from the same state.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+from collections.abc import Callable, Mapping
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from typing import Any
+
+StepResult = dict[str, Any]
+
+
+class StepPool:
+    """The process's steps in flight, by (thread id, agent)."""
+
+    def __init__(self, *, workers: int) -> None:
+        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="teamgraph-step")
+        self._futures: dict[tuple[str, str], tuple[int, Future[StepResult]]] = {}
+        self._lock = threading.Lock()
+
+    def ensure(self, thread_id: str, agent: str, seq: int, step: Callable[[], StepResult]) -> None:
+        """Run dispatch ``seq`` of ``agent`` unless the pool already runs (or ran) it.
+
+        NOTE: the step runs in a copy of the issuing task's context, so its config,
+        callbacks and stream writer (``stream_mode`` messages and custom) are that task's.
+        """
+        key = (thread_id, agent)
+        with self._lock:
+            held = self._futures.get(key)
+            if held is not None and held[0] == seq:
+                return
+            context = contextvars.copy_context()
+            self._futures[key] = (seq, self._executor.submit(context.run, step))
+
+    def wait(self, thread_id: str, dispatches: Mapping[str, int], *, every: bool, timeout: float | None) -> None:
+        """Wait until one (or, with ``every``, each) of ``dispatches`` is done, at most ``timeout`` s."""
+        futures = [f for agent, seq in dispatches.items() if (f := self._future(thread_id, agent, seq)) is not None]
+        if futures:
+            wait(futures, timeout=timeout, return_when="ALL_COMPLETED" if every else FIRST_COMPLETED)
+
+    def take_done(self, thread_id: str, dispatches: Mapping[str, int]) -> dict[str, StepResult]:
+        """The results of ``dispatches`` that are done (removed from the pool); errors re-raise."""
+        done: dict[str, StepResult] = {}
+        for agent, seq in dispatches.items():
+            future = self._future(thread_id, agent, seq)
+            if future is not None and future.done():
+                with self._lock:
+                    self._futures.pop((thread_id, agent), None)
+                done[agent] = future.result()
+        return done
+
+    def _future(self, thread_id: str, agent: str, seq: int) -> Future[StepResult] | None:
+        with self._lock:
+            held = self._futures.get((thread_id, agent))
+        return held[1] if held is not None and held[0] == seq else None

@@ -1,0 +1,121 @@
+"""The completions scheduler (Policy.scheduling="completions"): no lockstep.
+
+A member's next step starts as soon as its previous one is done and its inbox is
+settled. These tests use models with real latencies (a callable script that
+sleeps), so which step finishes first is decided by time, as with real providers;
+they assert what must hold for every interleaving, never a whole history.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from scripting import act, call, quiet
+
+from teamgraph import Policy
+from teamgraph.messaging import envelopes
+from tests.invariants import assert_team_invariants
+
+LEADER = "Team Leader"
+SLOW, FAST = "Researcher_1", "UI Operator_1"
+COMPLETIONS = Policy(scheduling="completions")
+
+
+def slow(turn: Any, seconds: float, seen: list[list[BaseMessage]]):
+    """A turn that takes ``seconds`` and records the context it was given."""
+
+    def play(messages):
+        seen.append(list(messages))
+        time.sleep(seconds)
+        return turn
+
+    return play
+
+
+def messages_from(messages: list[BaseMessage], sender: str) -> list[str]:
+    found = []
+    for m in messages:
+        if isinstance(m, HumanMessage) and (env := envelopes.parse(str(m.content))) and env["sender"] == sender:
+            found.append(env["body"])
+    return found
+
+
+def test_a_message_to_a_busy_member_is_in_its_very_next_model_call(run_team):
+    seen: list[list[BaseMessage]] = []
+    run = run_team(
+        {
+            LEADER: [
+                act(
+                    call("create_sub_agent", role_id="researcher", task="Survey the sources."),
+                    call("create_sub_agent", role_id="ui-operator", task="Tell Researcher_1 to add the date."),
+                ),
+                *quiet(),
+            ],
+            SLOW: [
+                slow(act(call("list_files")), 0.6, seen),
+                slow(act(call("list_files")), 0.0, seen),
+                slow("Survey done, with the date.", 0.0, seen),
+            ],
+            FAST: [act(call("send_message", to=SLOW, content="Add the date.")), "Told them."],
+        },
+        policy=COMPLETIONS,
+    )
+    # The message was sent while the researcher's first call was in flight: that
+    # call did not have it, the very next one did.
+    assert messages_from(seen[0], FAST) == []
+    assert messages_from(seen[1], FAST) == ["Add the date."]
+    # In its history it comes after the first step's tool result (the pairing holds).
+    history = run.history(SLOW)
+    at = next(i for i, m in enumerate(history) if messages_from([m], FAST))
+    assert isinstance(history[at - 1], ToolMessage) and isinstance(history[at - 2], AIMessage)
+    assert_team_invariants(run.values)
+
+
+def test_a_fast_member_does_not_wait_for_a_slow_one(run_team):
+    seen: list[list[BaseMessage]] = []
+    finished: dict[str, float] = {}
+
+    def done(name: str, text: str):
+        def play(messages):
+            finished[name] = time.monotonic()
+            return text
+
+        return play
+
+    run = run_team(
+        {
+            LEADER: [
+                act(
+                    call("create_sub_agent", role_id="researcher", task="Slow work."),
+                    call("create_sub_agent", role_id="ui-operator", task="Quick work."),
+                ),
+                *quiet(),
+            ],
+            SLOW: [slow(act(call("list_files")), 1.5, seen), done(SLOW, "Slow done.")],
+            FAST: [act(call("list_files")), act(call("list_files")), act(call("list_files")), done(FAST, "Quick done.")],
+        },
+        policy=COMPLETIONS,
+    )
+    # NOTE: an order, not a timing: the fast member's four steps do not wait for the
+    # slow member's one (in lockstep the slow one would finish two rounds earlier).
+    assert finished[FAST] < finished[SLOW]
+    assert run.status(SLOW) == run.status(FAST) == "idle"
+    assert_team_invariants(run.values)
+
+
+def test_each_finished_step_costs_at_most_one_checkpoint(make_team):
+    run = make_team(
+        {
+            LEADER: [act(*[call("create_sub_agent", role_id="researcher", task=f"T{i}.") for i in range(3)]), *quiet()],
+            **{f"Researcher_{i}": [act(call("list_files")), act(call("list_files")), "Done."] for i in (1, 2, 3)},
+        },
+        policy=COMPLETIONS,
+    )
+    run.send("Go.")
+    steps = sum(a["steps"] for a in run.agents().values())
+    checkpoints = len(list(run.graph.get_state_history(run.config)))
+    # One checkpoint for the input and one per superstep; each superstep takes back
+    # at least one finished step (or is the first, or the last, pass).
+    assert checkpoints <= steps + 3

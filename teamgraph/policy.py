@@ -30,10 +30,11 @@ class Policy(BaseModel):
         slice_steps: Model calls a member may make in one task while it only does
             work (tool calls with no message, question or request for the team).
             Messages to a member wait for the end of its slice.
-        scheduling: ``"completions"`` (default): a member's next step starts as soon
-            as its previous one is done and its inbox settled, whatever the others
-            do; ``"lockstep"``: every step in flight finishes before any is applied
-            (reproducible interleavings, e.g. for tests that compare whole histories).
+        scheduling: ``"completions"``: a member's next step starts as soon as its
+            previous one is done and its inbox settled, whatever the others do;
+            ``"lockstep"``: every step in flight finishes before any is applied
+            (a reproducible interleaving); ``"auto"`` (default): completions, or
+            lockstep for a team of scripted models (``ScriptedChatModel``).
         max_turn_steps: Model calls one agent may make in one turn before the
             router stops that turn (a loop guard); the leader is told.
         max_model_calls: Model calls the whole team may make for one user message (a
@@ -77,7 +78,7 @@ class Policy(BaseModel):
     shutdown_timeout: float = Field(default=300.0, gt=0)
     max_parallel: int = Field(default=8, ge=1)
     slice_steps: int = Field(default=1, ge=1)
-    scheduling: Literal["completions", "lockstep"] = "completions"
+    scheduling: Literal["auto", "completions", "lockstep"] = "auto"
     max_turn_steps: int = Field(default=50, ge=1)
     max_ping_pong: int = Field(default=5, ge=0)
     max_model_calls: int = Field(default=2000, ge=1)

@@ -23,8 +23,9 @@ from langchain_core.tools import BaseTool
 
 from teamgraph.audit.tokens import Price
 from teamgraph.governance.matrix import PermissionMatrix, check_role, load_matrix
-from teamgraph.models import resolve_model
+from teamgraph.models import ScriptedChatModel, resolve_model
 from teamgraph.policy import Policy
+from teamgraph.steps import StepPool
 from teamgraph.roles import Role, RoleFileError, format_role_text, load_roles, load_written_roles, write_role_file
 
 ModelSpec = BaseChatModel | str | Callable[[Role], BaseChatModel] | None
@@ -71,6 +72,8 @@ class TeamRuntime:
     """Price per million tokens by model (``{"gpt-4o-mini": {"input": .15, "output": .6}}``)."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _models: dict[str, BaseChatModel] = field(default_factory=dict, repr=False)
+    steps: StepPool = field(init=False, repr=False)
+    """The team's model steps in flight (they outlive the superstep that issues them)."""
     tool_sets: dict[tuple[str, bool], list[BaseTool]] = field(default_factory=dict, repr=False)
     """Built tool sets by (set name, leader side): building a tool's schema is slow."""
     permissions: PermissionMatrix | Mapping[str, Any] | str | Path | None = None
@@ -81,6 +84,7 @@ class TeamRuntime:
 
     def __post_init__(self) -> None:
         self.home = Path(self.home)
+        self.steps = StepPool(workers=self.policy.max_parallel + 1)
         self.reload_matrix()
         self.reload_roles()
 
@@ -171,3 +175,15 @@ class TeamRuntime:
                 model = resolve_model(self.model, role_model=role.model, thinking_mode=role.thinking_mode)
             self._models[key] = model
         return self._models[key]
+
+    def scheduling(self) -> str:
+        """The scheduler in force: ``Policy.scheduling``, where ``"auto"`` picks for the models.
+
+        NOTE: ``"auto"`` is "completions", except for a team whose every model is a
+        ``ScriptedChatModel``: scripts name request ids and expect their turns in an
+        order, which only the reproducible interleaving of "lockstep" keeps.
+        """
+        if self.policy.scheduling != "auto":
+            return self.policy.scheduling
+        scripted = all(isinstance(self.model_for(role), ScriptedChatModel) for role in self.roles.values())
+        return "lockstep" if scripted else "completions"

@@ -151,15 +151,24 @@ class TeamRun:
 
         Returns:
             One ``(scheduled, ran)`` pair per router pass: the agents whose steps
-            the pass issued and the agents whose steps it took back, finished.
+            the pass issued, and those of them whose steps finished and were taken
+            back by the next pass (in lockstep: all of them).
         """
         steps: list[tuple[list[str], list[str]]] = []
         self._use_script()
+        taken = {name: rec["steps"] for name, rec in self.values.get("agents", {}).items()}
         for update in self.graph.stream({"messages": [("user", text)]}, self.config, stream_mode="updates"):
             for node, value in update.items():
-                if node == "router":
-                    ran = [e["agent"] for e in value.get("outbox", []) if e["kind"] == "step"]
-                    steps.append((list(value["team"]["scheduled"]), ran))
+                if node != "router":
+                    continue
+                # NOTE: a router superstep first takes back the steps that finished (issued
+                # by an earlier pass), then issues the next ones.
+                changed = value.get("agents", {})
+                ran = [name for name, rec in changed.items() if rec["steps"] > taken.get(name, 0)]
+                taken.update({name: rec["steps"] for name, rec in changed.items()})
+                if steps:
+                    steps[-1][1].extend(ran)
+                steps.append((list(value["team"]["scheduled"]), []))
         return steps
 
 
@@ -193,7 +202,6 @@ def compiled_teams(tmp_path_factory):
     cache: dict = {}
 
     def get(policy, *, roles_dir=None, clock=None):
-        policy = lockstep(policy)
         key = (policy.model_dump_json(), str(roles_dir), clock is not None)
         if key not in cache:
             team = Team(
@@ -212,18 +220,6 @@ def compiled_teams(tmp_path_factory):
     return get
 
 
-def lockstep(policy):
-    """``policy``, scheduled in lockstep unless the test chose its scheduling.
-
-    NOTE: scripted models answer at once, so under "completions" which steps finish
-    together depends on thread timing; tests that compare whole histories need the
-    reproducible interleaving. Tests of the completions scheduler set it explicitly.
-    """
-    if "scheduling" in policy.model_fields_set:
-        return policy
-    return policy.model_copy(update={"scheduling": "lockstep"})
-
-
 @pytest.fixture
 def make_team(request, compiled_teams):
     """Factory: ``make_team(script, policy=..., roles_dir=..., home=..., thread=...)`` -> TeamRun.
@@ -239,7 +235,7 @@ def make_team(request, compiled_teams):
     threads = itertools.count(1)
 
     def build(script, *, policy=None, roles_dir=None, thread: str | None = None, home=None) -> TeamRun:
-        policy = lockstep(policy or Policy())
+        policy = policy or Policy()
         thread = thread or f"{request.node.name}-{next(threads)}"
         config = {"configurable": {"thread_id": thread}}
         if own_home or roles_dir is not None or home is not None or not isinstance(script, dict):
@@ -375,7 +371,7 @@ def hitl_team(team_home: Path, fake_clock: FakeClock, compiled_teams):
         policy = policy or Policy()
         key = policy.model_dump_json()
         if fresh or roles_dir is not None or home is not None or key in used_here:
-            team = Team(model=model, home=home or team_home, policy=lockstep(policy), roles_dir=roles_dir, clock=fake_clock)
+            team = Team(model=model, home=home or team_home, policy=policy, roles_dir=roles_dir, clock=fake_clock)
             graph = team.compile()
         else:
             team, graph = compiled_teams(policy, clock=fake_clock)

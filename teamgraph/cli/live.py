@@ -105,7 +105,8 @@ class TeamView:
         if not isinstance(update, Mapping):
             return []
         events: list[str] = []
-        if node not in ("router", "human"):
+        if node != "human":
+            # NOTE: finished steps come back in the router's update (the scheduler's pool runs them).
             events.extend(self._steps(update.get("histories") or {}))
         events.extend(self._agents(update.get("agents") or {}))
         events.extend(self._requests(update.get("requests") or {}))

@@ -11,7 +11,6 @@ from langgraph.types import RetryPolicy, Send
 from teamgraph.compat import CONFIG_KEY_DURABILITY
 from teamgraph.graph.guarded import guarded
 from teamgraph.graph.router import make_router
-from teamgraph.graph.steps import StepPool
 from teamgraph.nodes.agent_step import build_role_subgraph
 from teamgraph.roles import Role
 from teamgraph.nodes.human_gate import make_human_gate
@@ -65,19 +64,18 @@ def build_team_graph(runtime: TeamRuntime, *, checkpointer: Any = None) -> Compi
                 raise
             # NOTE: a role the team wrote must never stop the compile: its members
             # fail at their first step, with the reason.
-    pool = StepPool(workers=runtime.policy.max_parallel + 1)
-    builder.add_node(ROUTER, make_router(runtime, pool=pool, subgraph_for=subgraph_for), input_schema=RouterInput)
+    builder.add_node(ROUTER, make_router(runtime, subgraph_for=subgraph_for), input_schema=RouterInput)
     builder.add_edge(START, ROUTER)
     builder.add_node(HUMAN_NODE, make_human_gate(runtime))
     builder.add_edge(HUMAN_NODE, ROUTER)
 
     def route(state: dict[str, Any]) -> str:
         team = state["team"]
-        if team.get("in_flight") or state.get("outbox"):
-            return ROUTER  # NOTE: results taken by this pass are applied by the next one
         if team.get("human"):
+            # NOTE: with Policy.pause="immediately" steps may be in flight: they go on in the
+            # pool during the pause, and the pass after the person's answer takes them back.
             return HUMAN_NODE
-        return END
+        return ROUTER if team.get("in_flight") else END
 
     builder.add_conditional_edges(ROUTER, route, [ROUTER, HUMAN_NODE, END])
     # NOTE: one run per thread (a lease in the home) wherever the team keeps its own checkpoints.

@@ -17,8 +17,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 
 from teamgraph.audit.log import write_committed
-from teamgraph.graph.scheduler import advance
-from teamgraph.graph.steps import StepPool
+from teamgraph.graph import scheduler
 from teamgraph.roles import Role
 from teamgraph.ledger import lifecycle, liveness, mail, requests, turns, waits, work
 from teamgraph.ledger.book import Ledger
@@ -96,22 +95,25 @@ class RouterNode(Protocol):
     def __call__(self, state: RouterInput, config: RunnableConfig) -> dict[str, Any]: ...
 
 
-def make_router(
-    runtime: TeamRuntime, *, pool: StepPool, subgraph_for: Callable[[Role], CompiledStateGraph]
-) -> RouterNode:
+def make_router(runtime: TeamRuntime, *, subgraph_for: Callable[[Role], CompiledStateGraph]) -> RouterNode:
     """The router node for one team (its input is only the effects: see ``RouterInput``).
 
     Args:
-        runtime: The team runtime.
-        pool: Where agents' steps run (they outlive the superstep that issues them).
+        runtime: The team runtime (its ``steps`` pool runs the agents' steps).
         subgraph_for: The role subgraph an agent steps through.
     """
 
     def router(state: RouterInput, config: RunnableConfig) -> dict[str, Any]:
         del state  # NOTE: the same effects are in the full state read below
-        team_state = read_team_state(config)
-        write_committed(runtime, team_state)  # NOTE: the state a pass reads is committed: log it first
-        updates = run_pass(runtime, team_state)
-        return advance(runtime, pool, subgraph_for, team_state, updates, config)
+        committed = read_team_state(config)
+        write_committed(runtime, committed)  # NOTE: the state a pass reads is committed: log it first
+        finished = scheduler.collect(runtime, subgraph_for, committed, config)
+        current = scheduler.with_finished(committed, finished)
+        updates = run_pass(runtime, current)
+        issued = {name: updates["team"]["in_flight"][name] for name in updates["team"]["scheduled"]}
+        if issued:
+            scheduler.start(runtime, subgraph_for, scheduler.state_after(current, updates), issued, config)
+        # NOTE: the finished steps' messages are written first: the pass's own appends follow them.
+        return scheduler.finished_messages(updates, finished)
 
     return router

@@ -1,9 +1,12 @@
-"""The scheduler half of the router node: issue steps, wait for completions, take results.
+"""The scheduler half of the router node: steps run in a pool, one superstep per completion.
 
-One superstep per completion (or per batch that completes together): the router
-pass applies the results taken by the previous superstep, then this module issues
-the steps the pass scheduled, waits until a step in flight is done, and adds the
-finished steps' messages and effects to the pass's updates, for the next pass.
+A router superstep (1) waits until a step in flight is done (unless a person's
+answers or the user's new message are waiting to be applied), (2) takes every
+finished step, (3) runs the router pass on the state with those steps in it, and
+(4) starts the steps that pass issued. The checkpoint written at the end of the
+superstep holds the finished steps applied and the new ones recorded
+(``team["in_flight"]``), so a crash loses only the steps in flight: a new process
+issues them again from the same state.
 """
 
 from __future__ import annotations
@@ -13,14 +16,117 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
+from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import default_retry_on
 
-from teamgraph.graph.steps import StepPool
 from teamgraph.nodes.agent_step import take_step
 from teamgraph.protocols.requests import is_pending
+from teamgraph.records import LEADER
 from teamgraph.roles import Role
 from teamgraph.runtime import TeamRuntime
+
+SubgraphFor = Callable[[Role], CompiledStateGraph]
+
+LEADER_ATTEMPTS = 3
+"""Attempts of a leader's step whose provider fails transiently (a member's failure fails it instead)."""
+
+
+def with_retries(step: Callable[[], dict[str, Any]]) -> Callable[[], dict[str, Any]]:
+    """``step``, retried on the errors LangGraph's ``RetryPolicy`` retries by default.
+
+    NOTE: steps run in the pool, outside any Pregel task, so a node's RetryPolicy
+    no longer applies to them.
+    """
+
+    def attempt() -> dict[str, Any]:
+        for _ in range(LEADER_ATTEMPTS - 1):
+            try:
+                return step()
+            except Exception as exc:
+                if not default_retry_on(exc):
+                    raise
+        return step()
+
+    return attempt
+
+
+def thread_of(config: RunnableConfig) -> str:
+    return str(config.get("configurable", {}).get("thread_id", ""))
+
+
+def start(
+    runtime: TeamRuntime,
+    subgraph_for: SubgraphFor,
+    state: Mapping[str, Any],
+    agents: Mapping[str, int],
+    config: RunnableConfig,
+) -> None:
+    """Start the dispatches ``agents`` (agent -> dispatch number) on ``state``, unless already running."""
+    thread_id = thread_of(config)
+    for agent, seq in agents.items():
+        step = partial(take_step, runtime, subgraph_for, state, agent, config)
+        runtime.steps.ensure(thread_id, agent, seq, with_retries(step) if agent == LEADER else step)
+
+
+def seconds_to_next_deadline(runtime: TeamRuntime, requests: Mapping[str, Any]) -> float | None:
+    """How long the scheduler may wait before a request's deadline must fire."""
+    now = runtime.clock.now()
+    left = [
+        (datetime.fromisoformat(r["deadline"]) - now).total_seconds()
+        for r in requests.values()
+        if is_pending(r) and r.get("deadline")
+    ]
+    return max(0.0, min(left)) if left else None
+
+
+def has_input(state: Mapping[str, Any]) -> bool:
+    """Whether a person's answers or a new user message wait to be applied (no reason to wait)."""
+    if state.get("outbox"):
+        return True
+    messages = state.get("messages", [])
+    seen = state.get("team", {}).get("user_seen", 0)
+    return any(isinstance(m, HumanMessage) for m in messages[seen:])
+
+
+def collect(
+    runtime: TeamRuntime, subgraph_for: SubgraphFor, state: Mapping[str, Any], config: RunnableConfig
+) -> dict[str, dict[str, Any]]:
+    """Wait for the steps in flight (first, or every one in lockstep) and take the finished ones.
+
+    Returns:
+        The finished steps' results by agent.
+    """
+    thread_id = thread_of(config)
+    in_flight: dict[str, int] = dict(state.get("team", {}).get("in_flight", {}))
+    if not in_flight:
+        return {}
+    # NOTE: a dispatch the pool does not hold (a new process after a crash) is issued
+    # again on the state that recorded it, which is this superstep's input.
+    start(runtime, subgraph_for, state, in_flight, config)
+    pool = runtime.steps
+    held = pool.running(thread_id, in_flight)
+    if held and not has_input(state):
+        every = runtime.scheduling() == "lockstep" or thread_id in pool.draining
+        timeout = seconds_to_next_deadline(runtime, state.get("requests", {}))
+        pool.wait(thread_id, held, every=every, timeout=timeout)
+    return pool.take_done(thread_id, in_flight)
+
+
+def with_finished(state: Mapping[str, Any], finished: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
+    """The state with the finished steps in it: their messages in histories, their effects to apply."""
+    if not finished:
+        return dict(state)
+    histories = dict(state.get("histories", {}))
+    outbox = list(state.get("outbox", []))
+    for agent in sorted(finished):
+        result = finished[agent]
+        histories[agent] = [*histories.get(agent, []), *result.get("histories", {}).get(agent, [])]
+        outbox.extend(result.get("outbox", []))
+    team = dict(state.get("team", {}))
+    team["in_flight"] = {a: seq for a, seq in team.get("in_flight", {}).items() if a not in finished}
+    return {**state, "histories": histories, "outbox": outbox, "team": team}
 
 
 def state_after(state: Mapping[str, Any], updates: Mapping[str, Any]) -> dict[str, Any]:
@@ -37,65 +143,14 @@ def state_after(state: Mapping[str, Any], updates: Mapping[str, Any]) -> dict[st
     }
 
 
-def seconds_to_next_deadline(runtime: TeamRuntime, requests: Mapping[str, Any]) -> float | None:
-    """How long the scheduler may wait before a request's deadline must fire."""
-    now = runtime.clock.now()
-    left = [
-        (datetime.fromisoformat(r["deadline"]) - now).total_seconds()
-        for r in requests.values()
-        if is_pending(r) and r.get("deadline")
-    ]
-    return max(0.0, min(left)) if left else None
-
-
-def advance(
-    runtime: TeamRuntime,
-    pool: StepPool,
-    subgraph_for: Callable[[Role], CompiledStateGraph],
-    state: Mapping[str, Any],
-    updates: dict[str, Any],
-    config: RunnableConfig,
-) -> dict[str, Any]:
-    """Issue the pass's steps, wait for a completion, and add the finished steps to ``updates``.
-
-    Args:
-        runtime: The team runtime.
-        pool: The process's steps in flight.
-        subgraph_for: The role subgraph an agent steps through.
-        state: The state the pass read (what steps issued by earlier passes read).
-        updates: The pass's updates (``team["in_flight"]`` lists every step in flight).
-        config: The router task's config (steps stream through it).
-
-    Returns:
-        ``updates``, with the finished steps' messages (``histories``) and effects
-        (``outbox``) and without their dispatches.
-    """
-    thread_id = str(config.get("configurable", {}).get("thread_id", ""))
-    team = updates["team"]
-    in_flight: dict[str, int] = dict(team.get("in_flight", {}))
-    issued = set(team.get("scheduled", []))
-    after = state_after(state, updates) if issued else state
-    for agent, seq in in_flight.items():
-        # NOTE: a step issued by an earlier pass (re-issued in a new process after a
-        # crash) reads the state that pass left, which is this pass's input.
-        source = after if agent in issued else state
-        pool.ensure(thread_id, agent, seq, partial(take_step, runtime, subgraph_for, source, agent, config))
-    if not in_flight:
+def finished_messages(updates: dict[str, Any], finished: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
+    """``updates`` with the finished steps' messages first in each agent's appended history."""
+    if not finished:
         return updates
-    requests = {**state.get("requests", {}), **updates.get("requests", {})}
-    every = runtime.policy.scheduling == "lockstep"
-    pool.wait(thread_id, in_flight, every=every, timeout=seconds_to_next_deadline(runtime, requests))
-    done = pool.take_done(thread_id, in_flight)
-    if not done:
-        return updates
-    histories = dict(updates.get("histories", {}))
-    outbox: list[dict[str, Any]] = []
-    for agent in sorted(done, key=lambda name: (name in in_flight and in_flight[name])):
-        result = done[agent]
-        histories[agent] = [*histories.get(agent, []), *result.get("histories", {}).get(agent, [])]
-        outbox.extend(result.get("outbox", []))
-        del in_flight[agent]
-    team["in_flight"] = in_flight
-    updates["histories"] = histories
-    updates["outbox"] = outbox
+    histories: dict[str, list[Any]] = {}
+    for agent in sorted(finished):
+        histories[agent] = list(finished[agent].get("histories", {}).get(agent, []))
+    for agent, appended in updates.get("histories", {}).items():
+        histories[agent] = [*histories.get(agent, []), *appended]
+    updates["histories"] = {agent: messages for agent, messages in histories.items() if messages}
     return updates

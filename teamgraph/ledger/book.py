@@ -143,7 +143,8 @@ class Ledger:
         # NOTE: "when_blocked" pauses only when nobody can run; "immediately" runs the
         # human gate in the same superstep as the agents, so the run pauses at once.
         immediately = self.policy.pause == "immediately"
-        self.team["human"] = bool(self.human_pending()) and (immediately or not scheduled)
+        blocked = not scheduled and not self.team.get("in_flight")
+        self.team["human"] = bool(self.human_pending()) and (immediately or blocked)
         self.team["open"] = list(self.open_ids)
         # NOTE: only changed records are written: the registry is a DeltaChannel.
         changed = {n: r for n, r in self.agents.items() if self.agents_before.get(n) != r}

@@ -19,21 +19,33 @@ StepResult = dict[str, Any]
 
 
 class StepPool:
-    """The process's steps in flight, by (thread id, agent)."""
+    """A team's steps in flight, by (thread id, agent).
+
+    Attributes:
+        draining: Threads whose run is stopping (the CLI's first Ctrl-C): no new step
+            is started for them, and the scheduler waits for the ones running.
+    """
 
     def __init__(self, *, workers: int) -> None:
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="teamgraph-step")
         self._futures: dict[tuple[str, str], tuple[int, Future[StepResult]]] = {}
         self._lock = threading.Lock()
+        self.draining: set[str] = set()
+
+    def running(self, thread_id: str, dispatches: Mapping[str, int]) -> dict[str, int]:
+        """The dispatches the pool holds (running or finished, not taken yet)."""
+        return {agent: seq for agent, seq in dispatches.items() if self._future(thread_id, agent, seq) is not None}
 
     def ensure(self, thread_id: str, agent: str, seq: int, step: Callable[[], StepResult]) -> None:
-        """Run dispatch ``seq`` of ``agent`` unless the pool already runs (or ran) it.
+        """Run dispatch ``seq`` of ``agent`` unless the pool already runs (or ran) it, or the thread drains.
 
         NOTE: the step runs in a copy of the issuing task's context, so its config,
         callbacks and stream writer (``stream_mode`` messages and custom) are that task's.
         """
         key = (thread_id, agent)
         with self._lock:
+            if thread_id in self.draining:
+                return  # NOTE: recorded but not started: a resume issues it
             held = self._futures.get(key)
             if held is not None and held[0] == seq:
                 return

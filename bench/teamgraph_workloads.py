@@ -391,7 +391,7 @@ class Probe:
 
     TARGETS = (
         ("router", "teamgraph.graph.router", None, "run_pass"),
-        ("agent_step", "teamgraph.nodes.agent_step", None, "run_step"),
+        ("agent_step", "teamgraph.nodes.agent_step", None, "take_step"),
         ("system_prompt", "teamgraph.nodes.agent_step", None, "system_prompt"),
         ("tool_calls", "teamgraph.nodes.agent_step", None, "run_tool_calls"),
     )

@@ -25,8 +25,8 @@ from teamgraph.audit.tokens import Price
 from teamgraph.governance.matrix import PermissionMatrix, check_role, load_matrix
 from teamgraph.models import ScriptedChatModel, resolve_model
 from teamgraph.policy import Policy
-from teamgraph.steps import StepPool
 from teamgraph.roles import Role, RoleFileError, format_role_text, load_roles, load_written_roles, write_role_file
+from teamgraph.steps import StepPool
 
 ModelSpec = BaseChatModel | str | Callable[[Role], BaseChatModel] | None
 TokenCounter = Callable[[Sequence[BaseMessage]], int]

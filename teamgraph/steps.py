@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import contextvars
 import threading
+import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
 
 StepResult = dict[str, Any]
+
+DRAIN_CHECK_SECONDS = 0.1
+"""How often a wait looks whether its thread started draining."""
 
 
 class StepPool:
@@ -55,8 +59,17 @@ class StepPool:
     def wait(self, thread_id: str, dispatches: Mapping[str, int], *, every: bool, timeout: float | None) -> None:
         """Wait until one (or, with ``every``, each) of ``dispatches`` is done, at most ``timeout`` s."""
         futures = [f for agent, seq in dispatches.items() if (f := self._future(thread_id, agent, seq)) is not None]
-        if futures:
-            wait(futures, timeout=timeout, return_when="ALL_COMPLETED" if every else FIRST_COMPLETED)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while futures:
+            # NOTE: in short slices, so a drain (Ctrl-C) turns "the first" into "every one".
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return
+            slice_ = DRAIN_CHECK_SECONDS if left is None else min(left, DRAIN_CHECK_SECONDS)
+            done, pending = wait(futures, timeout=slice_, return_when=FIRST_COMPLETED)
+            if not pending or (done and not every and thread_id not in self.draining):
+                return
+            futures = list(pending)
 
     def take_done(self, thread_id: str, dispatches: Mapping[str, int]) -> dict[str, StepResult]:
         """The results of ``dispatches`` that are done (removed from the pool); errors re-raise."""

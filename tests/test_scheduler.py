@@ -94,7 +94,12 @@ def test_a_fast_member_does_not_wait_for_a_slow_one(run_team):
                 *quiet(),
             ],
             SLOW: [slow(act(call("list_files")), 1.5, seen), done(SLOW, "Slow done.")],
-            FAST: [act(call("list_files")), act(call("list_files")), act(call("list_files")), done(FAST, "Quick done.")],
+            FAST: [
+                act(call("list_files")),
+                act(call("list_files")),
+                act(call("list_files")),
+                done(FAST, "Quick done."),
+            ],
         },
         policy=COMPLETIONS,
     )

@@ -287,16 +287,13 @@ def test_run_to_the_end(studio_server: DevServer, demo_run: dict[str, Any]) -> N
     assert {f"{folder}/web/login.html", f"{folder}/web/signup.html", f"{folder}/api/auth.py"} <= written
 
 
-def test_graph_xray_shows_role_subgraphs(studio_server: DevServer) -> None:
+def test_graph_shows_the_router_and_the_human_gate(studio_server: DevServer) -> None:
+    # NOTE: agents' steps run in the router's pool (one superstep per finished step),
+    # so the team's graph is router ⇄ human; who did what is in the state and the stream.
     client = get_sync_client(url=studio_server.url)
     assistant_id = _assistant_id(client)
     flat = {n["id"] for n in client.assistants.get_graph(assistant_id)["nodes"]}
-    assert {"router", "leader", "ui-operator", "full-stack-engineer", "member"} <= flat
-    xray = {n["id"] for n in client.assistants.get_graph(assistant_id, xray=True)["nodes"]}
-    for role_node in ("leader", "ui-operator", "full-stack-engineer"):
-        assert {f"{role_node}:model", f"{role_node}:tools"} <= xray, sorted(xray)
-    subgraphs = client.assistants.get_subgraphs(assistant_id)
-    assert {"leader", "ui-operator", "full-stack-engineer"} <= set(subgraphs)
+    assert flat == {"__start__", "router", "human", "__end__"}
 
 
 def test_stream_tags_tokens_with_the_agent(studio_server: DevServer) -> None:

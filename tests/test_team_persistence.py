@@ -300,7 +300,6 @@ def test_a_custom_role_is_usable_after_a_restart(make_team, team_home):
     first.send("Analyse Q1")
     assert first.agents()["Data Analyst_1"]["role"] == "data-analyst"
     assert (team_home / "roles" / "data-analyst.md").is_file()
-    assert "data-analyst" not in first.graph.nodes  # created after compile: the generic node ran it
     assert first.user_replies() == ["Q1 analysed."]
 
     # A new Team over the same home: the role is loaded from its file.
@@ -309,7 +308,7 @@ def test_a_custom_role_is_usable_after_a_restart(make_team, team_home):
     role = restarted.team.roles["data-analyst"]
     assert (role.name, role.prompt) == ("Data Analyst", "You analyse CSV files.")
     assert Path(role.source) == team_home / "roles" / "data-analyst.md"
-    assert "data-analyst" in restarted.graph.nodes  # a role node of its own now
+    assert "data-analyst" in restarted.team.runtime.roles  # loaded from its file at start
 
     steps = restarted.supersteps("Analyse Q2")
     listed = json.loads(restarted.tool_result(LEADER, "list_agents"))

@@ -79,7 +79,7 @@ class TeamView:
         self.agents: dict[str, dict[str, Any]] = {n: dict(r) for n, r in (values.get("agents") or {}).items()}
         self.requests: dict[str, dict[str, Any]] = dict(values.get("requests") or {})
         team = values.get("team") or {}
-        self.scheduled: list[str] = []
+        self.in_flight: list[str] = list(team.get("in_flight") or {})
         self.tick = team.get("tick", 0)
         self.board: list[dict[str, Any]] = [dict(t) for t in team.get("board") or ()]
         self.paused: dict[str, dict[str, Any]] = {}
@@ -112,7 +112,7 @@ class TeamView:
         events.extend(self._requests(update.get("requests") or {}))
         team = update.get("team")
         if isinstance(team, Mapping):
-            self.scheduled = list(team.get("scheduled") or [])
+            self.in_flight = list(team.get("in_flight") or {})
             self.tick = team.get("tick", self.tick)
             if "board" in team:
                 events.extend(self.take_board(team.get("board")))
@@ -207,7 +207,7 @@ class TeamView:
         yield head
         rows: list[list[str | Text]] = [
             [
-                ("▶ " if name in self.scheduled else "  ") + name,
+                ("▶ " if name in self.in_flight else "  ") + name,
                 str(rec.get("role", "")),
                 status_text(rec.get("status", "")),
                 str(rec.get("steps", 0)),
@@ -323,7 +323,12 @@ class Session:
         """
         view = TeamView(self.thread, self.values())
         chunks = self.graph.stream(payload, self.config, stream_mode=["updates", "tasks"])
-        with GracefulStop(self.out) as stop:
+        steps = self.team.runtime.steps
+        steps.draining.discard(self.thread)
+        # NOTE: the first Ctrl-C lets the steps in flight finish and starts no new one.
+        with GracefulStop(
+            self.out, drain=lambda: steps.draining.add(self.thread), calls=lambda: len(view.in_flight)
+        ) as stop:
             if self.out.is_terminal:
                 with Live(view, console=self.out, refresh_per_second=8, transient=True):
                     self._consume(chunks, view, stop, echo=False)

@@ -19,7 +19,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import FrameType
 from typing import Any
 
@@ -44,8 +44,17 @@ class GracefulStop:
     stop was asked for and no task is in flight.
     """
 
-    def __init__(self, out: Console) -> None:
+    def __init__(
+        self, out: Console, *, drain: Callable[[], None] | None = None, calls: Callable[[], int] | None = None
+    ) -> None:
+        """Args:
+        out: Where the "stopping" line goes.
+        drain: Called at the first Ctrl-C: no new model call may start.
+        calls: How many model calls are in flight (the scheduler's steps).
+        """
         self.out = out
+        self._drain = drain
+        self._calls = calls
         self.requested = False
         self.in_flight: dict[str, str] = {}
         self._previous: Any = None
@@ -64,6 +73,8 @@ class GracefulStop:
 
     def model_calls(self) -> int:
         """How many agent steps (model calls) are running now."""
+        if self._calls is not None:
+            return self._calls()
         return sum(1 for name in self.in_flight.values() if name not in _NOT_MODEL_NODES)
 
     def _on_sigint(self, signum: int, frame: FrameType | None) -> None:
@@ -74,6 +85,8 @@ class GracefulStop:
             sys.stdout.flush()
             os._exit(EXIT_INTERRUPTED)
         self.requested = True
+        if self._drain is not None:
+            self._drain()
         calls = self.model_calls()
         noun = "model call" if calls == 1 else "model calls"
         self.out.print(

@@ -1,4 +1,8 @@
-"""Build the team's StateGraph: router -> leader / role nodes -> router."""
+"""Build the team's StateGraph: the router loops on itself (one superstep per finished step), and a human gate.
+
+Agents' steps run in the scheduler's pool (``teamgraph/graph/scheduler.py``), not as
+graph nodes: a member's next step starts as soon as its previous one is done.
+"""
 
 from __future__ import annotations
 
@@ -6,43 +10,29 @@ from typing import Any
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import RetryPolicy, Send
 
 from teamgraph.compat import CONFIG_KEY_DURABILITY
 from teamgraph.graph.guarded import guarded
 from teamgraph.graph.router import make_router
 from teamgraph.nodes.agent_step import build_role_subgraph
-from teamgraph.roles import Role
 from teamgraph.nodes.human_gate import make_human_gate
+from teamgraph.roles import Role
 from teamgraph.runtime import TeamRuntime
 from teamgraph.state import RouterInput, TeamInput, TeamState
 
 ROUTER = "router"
-LEADER_NODE = "leader"
-GENERIC_MEMBER_NODE = "member"
 HUMAN_NODE = "human"
 
-# NOTE: a team run takes one superstep per step of the busiest agent, far more
-# than LangGraph's default limit of 25.
+# NOTE: a team run takes about one superstep per finished step (Policy.max_model_calls
+# per user message), far more than LangGraph's default limit of 25.
 RECURSION_LIMIT = 100_000
-
-
-def node_name(role_id: str, *, leader: bool) -> str:
-    """The graph node that runs agents of ``role_id``.
-
-    NOTE: a role whose id is one of the team's own node names (a role called
-    ``member`` or ``human``) gets a suffixed node, so it never clashes with them.
-    """
-    if leader:
-        return LEADER_NODE
-    return f"{role_id}-role" if role_id in (ROUTER, LEADER_NODE, GENERIC_MEMBER_NODE, HUMAN_NODE) else role_id
 
 
 def build_team_graph(runtime: TeamRuntime, *, checkpointer: Any = None) -> CompiledStateGraph:
     """Compile the team graph.
 
     Args:
-        runtime: The team runtime (roles known now become nodes).
+        runtime: The team runtime (the subgraphs of the roles known now are built at once).
         checkpointer: A LangGraph checkpointer, or None (e.g. for ``langgraph dev``).
 
     Returns:
@@ -81,11 +71,8 @@ def build_team_graph(runtime: TeamRuntime, *, checkpointer: Any = None) -> Compi
     # NOTE: one run per thread (a lease in the home) wherever the team keeps its own checkpoints.
     lease_home = runtime.home if checkpointer is not None else None
     graph = guarded(builder.compile(checkpointer=checkpointer, name="teamgraph"), lease_home=lease_home)
-    # NOTE: LangGraph's thread pool is sized from the CPU count; a team must be able
-    # to run every scheduled member (and the leader and the human gate) at once.
     config: dict[str, Any] = {
         "recursion_limit": RECURSION_LIMIT,
-        "max_concurrency": runtime.policy.max_parallel + 2,
     }
     if checkpointer is not None:
         # "sync" durability waits for each checkpoint (a crash loses no step); it

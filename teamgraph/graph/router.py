@@ -13,17 +13,16 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from langchain_core.runnables import RunnableConfig
-
 from langgraph.graph.state import CompiledStateGraph
 
 from teamgraph.audit.log import write_committed
 from teamgraph.graph import scheduler
-from teamgraph.roles import Role
 from teamgraph.ledger import lifecycle, liveness, mail, requests, turns, waits, work
 from teamgraph.ledger.book import Ledger
 from teamgraph.ledger.schedule import schedule
 from teamgraph.messaging import effects
 from teamgraph.nodes.agent_step import read_team_state
+from teamgraph.roles import Role
 from teamgraph.runtime import TeamRuntime
 from teamgraph.state import RouterInput
 
@@ -109,10 +108,9 @@ def make_router(runtime: TeamRuntime, *, subgraph_for: Callable[[Role], Compiled
         write_committed(runtime, committed)  # NOTE: the state a pass reads is committed: log it first
         finished = scheduler.collect(runtime, subgraph_for, committed, config)
         current = scheduler.with_finished(committed, finished)
+        # NOTE: the steps this pass issues start in the next superstep, once the checkpoint
+        # that records them is written: a crash then loses only steps in flight.
         updates = run_pass(runtime, current)
-        issued = {name: updates["team"]["in_flight"][name] for name in updates["team"]["scheduled"]}
-        if issued:
-            scheduler.start(runtime, subgraph_for, scheduler.state_after(current, updates), issued, config)
         # NOTE: the finished steps' messages are written first: the pass's own appends follow them.
         return scheduler.finished_messages(updates, finished)
 

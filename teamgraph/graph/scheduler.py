@@ -129,20 +129,6 @@ def with_finished(state: Mapping[str, Any], finished: Mapping[str, dict[str, Any
     return {**state, "histories": histories, "outbox": outbox, "team": team}
 
 
-def state_after(state: Mapping[str, Any], updates: Mapping[str, Any]) -> dict[str, Any]:
-    """The team state once a pass's updates are applied (what a step issued by the pass reads)."""
-    histories = dict(state.get("histories", {}))
-    for name, appended in updates.get("histories", {}).items():
-        histories[name] = [*histories.get(name, []), *appended]
-    return {
-        **state,
-        "agents": {**state.get("agents", {}), **updates.get("agents", {})},
-        "requests": {**state.get("requests", {}), **updates.get("requests", {})},
-        "histories": histories,
-        "team": updates["team"],
-    }
-
-
 def finished_messages(updates: dict[str, Any], finished: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
     """``updates`` with the finished steps' messages first in each agent's appended history."""
     if not finished:

@@ -18,7 +18,9 @@ def schedule(ledger: Ledger) -> list[str]:
     in_flight = dict(ledger.team.get("in_flight", {}))
     busy = sum(1 for name in in_flight if name != LEADER)
     members = [
-        rec for name, rec in ledger.agents.items() if rec["status"] == RUNNING and name != LEADER and name not in in_flight
+        rec
+        for name, rec in ledger.agents.items()
+        if rec["status"] == RUNNING and name != LEADER and name not in in_flight
     ]
     members.sort(key=lambda rec: (rec["last_tick"], rec["index"]))
     chosen = [rec["name"] for rec in members[: max(0, ledger.policy.max_parallel - busy)]]

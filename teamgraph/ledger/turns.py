@@ -62,7 +62,9 @@ def on_step(ledger: Ledger, effect: StepEffect) -> None:
         # NOTE: the step landed after its agent was stopped or ended: its open calls are closed.
         for call_id in effect["deferred"]:
             if call_id not in record["waits"] and call_id not in ledger.answered_calls:
-                result = ToolMessage(content=gone, tool_call_id=call_id, additional_kwargs={results.OUTCOME_KEY: results.CANCELLED})
+                result = ToolMessage(
+                    content=gone, tool_call_id=call_id, additional_kwargs={results.OUTCOME_KEY: results.CANCELLED}
+                )
                 ledger.appends[name].append(result)
     else:
         _after_step(ledger, name, effect, text)

@@ -130,14 +130,14 @@ def read_team_state(config: RunnableConfig) -> dict[str, Any]:
     return read_graph_state(config, list(TeamState.__annotations__))
 
 
-def team_view(team: dict[str, Any], name: str) -> TeamView:
+def team_view(team: Mapping[str, Any], name: str) -> TeamView:
     """The read-only view of the team that tools see (in their ToolContext)."""
     return TeamView(
         caller=name, agents=team.get("agents", {}), requests=team.get("requests", {}), team=team.get("team", {})
     )
 
 
-def system_prompt(runtime: TeamRuntime, role: Role, name: str, team: dict[str, Any]) -> str:
+def system_prompt(runtime: TeamRuntime, role: Role, name: str, team: Mapping[str, Any]) -> str:
     """The agent's system prompt for this step (rules, role, live roster)."""
     agents, shared = team.get("agents", {}), team.get("team", {})
     if name == LEADER:
@@ -165,25 +165,6 @@ def _step_config(config: RunnableConfig, name: str, role: Role) -> RunnableConfi
     }
 
 
-def run_step(
-    runtime: TeamRuntime,
-    subgraph_for: Callable[[Role], CompiledStateGraph],
-    payload: Mapping[str, Any],
-    config: RunnableConfig,
-) -> dict[str, Any]:
-    """Take a step (or a slice of steps) of the agent named in ``payload``.
-
-    A member may make up to ``Policy.slice_steps`` model calls in one task, as long
-    as its steps only do work: a step that ends the turn, leaves a call open or
-    asks the router for anything (a message, a question, a spawn...) ends the slice.
-
-    Returns:
-        The agent's new messages and, for the router, the tools' effects plus one
-        ``step`` summary per model call.
-    """
-    return take_step(runtime, subgraph_for, read_team_state(config), payload["agent"], config)
-
-
 def take_step(
     runtime: TeamRuntime,
     subgraph_for: Callable[[Role], CompiledStateGraph],
@@ -191,7 +172,25 @@ def take_step(
     name: str,
     config: RunnableConfig,
 ) -> dict[str, Any]:
-    """One step of agent ``name`` on the team state ``team`` (see ``run_step``)."""
+    """Take a step (or a slice of steps) of agent ``name`` on the team state ``team``.
+
+    It runs in the scheduler's pool (``teamgraph/graph/scheduler.py``), on the state
+    that recorded its dispatch. A member may make up to ``Policy.slice_steps`` model
+    calls, as long as its steps only do work: a step that ends the turn, leaves a
+    call open or asks the router for anything (a message, a question, a spawn...)
+    ends the slice.
+
+    Args:
+        runtime: The team runtime.
+        subgraph_for: The role subgraph an agent of a role steps through.
+        team: The team state the step reads.
+        name: The agent.
+        config: The issuing router task's config (callbacks and stream writer).
+
+    Returns:
+        The agent's new messages and, for the router, the tools' effects plus one
+        ``step`` summary per model call.
+    """
     role = runtime.roles[team["agents"][name]["role"]]
     try:
         subgraph = subgraph_for(role)
@@ -256,33 +255,3 @@ def take_step(
         if effect["kind"] == effects.STEP and effect["message_index"] is not None:
             effect["message_index"] -= len(new)
     return {"histories": {name: new}, "outbox": outbox} if new else {"outbox": outbox}
-
-
-def make_step_node(runtime: TeamRuntime, role: Role) -> Callable[..., dict[str, Any]]:
-    """A node for the agents of one role known when the graph is compiled.
-
-    The role's subgraph is a closure variable of the node, so LangGraph's graph
-    drawing (``get_graph(xray=True)``) and Studio show it as a subgraph.
-    """
-    subgraph = build_role_subgraph(runtime, role)
-
-    def agent_step(state: TeamState, config: RunnableConfig) -> dict[str, Any]:
-        return run_step(runtime, lambda _role: subgraph, state, config)
-
-    agent_step.__name__ = role.id
-    return agent_step
-
-
-def make_generic_member_node(runtime: TeamRuntime) -> Callable[..., dict[str, Any]]:
-    """A node for members of roles created after the graph was compiled."""
-    subgraphs: dict[str, CompiledStateGraph] = {}
-
-    def subgraph_for(role: Role) -> CompiledStateGraph:
-        if role.id not in subgraphs:
-            subgraphs[role.id] = build_role_subgraph(runtime, role)
-        return subgraphs[role.id]
-
-    def member_step(state: TeamState, config: RunnableConfig) -> dict[str, Any]:
-        return run_step(runtime, subgraph_for, state, config)
-
-    return member_step

@@ -35,18 +35,21 @@ SHUTDOWN_ID = re.compile(r"\b(shutdown_\d+)\b")
 _TEAM: dict[str, object] = {}
 
 
-def _team(tmp_path_factory) -> Team:
-    if "team" not in _TEAM:
+def _team(tmp_path_factory, scheduling: str = "auto") -> Team:
+    if scheduling not in _TEAM:
         roles = tmp_path_factory.mktemp("fuzz-roles")
         (roles / "member.md").write_text(ROLE, encoding="utf-8")
+        # NOTE: "completions" with a small latency per call: which step finishes first is
+        # decided by the threads, so every example is a different interleaving.
+        latency = 0.002 if scheduling == "completions" else 0.0
         team = Team(
-            model=ScriptedChatModel({}),
+            model=ScriptedChatModel({}, latency=latency),
             home=tmp_path_factory.mktemp("fuzz-home"),
             roles_dir=roles,
-            policy=Policy(max_turn_steps=12, max_model_calls=150, shutdown_timeout=30),
+            policy=Policy(max_turn_steps=12, max_model_calls=150, shutdown_timeout=30, scheduling=scheduling),
         )
-        _TEAM.update(team=team, graph=team.compile(), n=0)
-    return _TEAM["team"]  # type: ignore[return-value]
+        _TEAM[scheduling] = {"team": team, "graph": team.compile(), "n": 0}
+    return _TEAM[scheduling]["team"]  # type: ignore[index]
 
 
 def _latest(messages, pattern: re.Pattern[str]) -> str | None:
@@ -142,20 +145,37 @@ def _leader(plan: list[tuple[str, int]]):
 plans = st.lists(st.tuples(member_actions, st.integers(0, 5)), max_size=8)
 
 
+def _run(tmp_path_factory, scheduling: str, leader, members) -> None:
+    team = _team(tmp_path_factory, scheduling)
+    entry = _TEAM[scheduling]
+    graph = entry["graph"]  # type: ignore[index]
+    entry["n"] += 1  # type: ignore[index]
+    script = {LEADER: _leader(leader), **{m: _member(m, plan) for m, plan in zip(MEMBERS, members, strict=True)}}
+    team.runtime.model.script = ScriptedChatModel(script).script  # type: ignore[union-attr]
+    config = {"configurable": {"thread_id": f"fuzz-{scheduling}-{entry['n']}"}}  # type: ignore[index]
+
+    out = graph.invoke({"messages": [("user", "Go")]}, config)
+
+    assert "__interrupt__" not in out
+    values = graph.get_state(config).values
+    assert_team_invariants(values)
+    assert values["team"].get("in_flight", {}) == {}  # nothing left running
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     leader=st.lists(st.tuples(leader_actions, st.integers(0, 5)), max_size=8),
     members=st.tuples(plans, plans, plans),
 )
 def test_random_traffic_keeps_every_invariant(tmp_path_factory, leader, members):
-    team = _team(tmp_path_factory)
-    graph = _TEAM["graph"]
-    _TEAM["n"] = int(_TEAM["n"]) + 1  # type: ignore[call-overload]
-    script = {LEADER: _leader(leader), **{m: _member(m, plan) for m, plan in zip(MEMBERS, members, strict=True)}}
-    team.runtime.model.script = ScriptedChatModel(script).script  # type: ignore[union-attr]
-    config = {"configurable": {"thread_id": f"fuzz-{_TEAM['n']}"}}
+    _run(tmp_path_factory, "auto", leader, members)
 
-    out = graph.invoke({"messages": [("user", "Go")]}, config)  # type: ignore[attr-defined]
 
-    assert "__interrupt__" not in out
-    assert_team_invariants(graph.get_state(config).values)  # type: ignore[attr-defined]
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    leader=st.lists(st.tuples(leader_actions, st.integers(0, 5)), max_size=8),
+    members=st.tuples(plans, plans, plans),
+)
+def test_random_traffic_in_any_interleaving_keeps_every_invariant(tmp_path_factory, leader, members):
+    """The same traffic under the completions scheduler: steps finish in whatever order the threads give."""
+    _run(tmp_path_factory, "completions", leader, members)

@@ -73,9 +73,13 @@ def checkpoint_target(rows: list[dict]) -> dict:
     lg = find(rows, "teamgraph-lognormal", members=8)
     value = _per_call(a)
     notes = [f"{x['system']} {_per_call(x):.2f}" for x in (b, swarm) if _per_call(x)]
+    if a and a.get("model_calls"):
+        extra = a["checkpoints"] - a["model_calls"]
+        counts = f"{a['checkpoints']} checkpoints for {a['model_calls']} calls"
+        notes.insert(0, f"{counts}: one per call, {extra:+d} per run (its input, first and last pass)")
     if lg:
         notes.append(
-            f"lognormal 8 members: {lg['puts_per_model_call']:.2f} (a lockstep superstep holds several members' calls)"
+            f"lognormal 8 members: {lg['puts_per_model_call']:.2f} (steps that finish together share a superstep)"
         )
     return _target(
         "10",

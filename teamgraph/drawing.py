@@ -104,7 +104,12 @@ def draw_png(graph: Any, path: str | Path | None = None, *, xray: bool = False) 
             where[node] = (offset + column, -row * step)
             row_of[node] = row
     for source, target, conditional in edges:
+        if source == target:
+            _draw_loop(axes, where[source], step=step, conditional=conditional)
+            continue
         back = row_of[target] <= row_of[source]
+        # NOTE: an edge that skips a row bends, so it does not run through the nodes between.
+        bend = 0.1 if back else (0.4 if row_of[target] - row_of[source] > 1 else 0)
         axes.annotate(
             "",
             xy=where[target],
@@ -116,7 +121,7 @@ def draw_png(graph: Any, path: str | Path | None = None, *, xray: bool = False) 
                 "linestyle": "--" if conditional else "-",
                 "shrinkA": 14,
                 "shrinkB": 14,
-                "connectionstyle": "arc3,rad=0.1" if back else "arc3,rad=0",
+                "connectionstyle": f"arc3,rad={bend}",
             },
         )
     for node, (x, y) in where.items():
@@ -130,3 +135,22 @@ def draw_png(graph: Any, path: str | Path | None = None, *, xray: bool = False) 
     if path is not None:
         Path(path).write_bytes(png)
     return png
+
+
+def _draw_loop(axes: Any, at: tuple[float, float], *, step: float, conditional: bool) -> None:
+    """An edge from a node to itself (the router's next superstep), as a loop on its right."""
+    x, y = at
+    axes.annotate(
+        "",
+        xy=(x + 0.05, y - 0.05 * step),
+        xytext=(x + 0.05, y + 0.05 * step),
+        arrowprops={
+            "arrowstyle": "-|>",
+            "color": "#334155",
+            "linewidth": 0.9,
+            "linestyle": "--" if conditional else "-",
+            "shrinkA": 0,
+            "shrinkB": 0,
+            "connectionstyle": "arc3,rad=-2.2",
+        },
+    )

@@ -41,15 +41,13 @@ class StepPool:
         return {agent: seq for agent, seq in dispatches.items() if self._future(thread_id, agent, seq) is not None}
 
     def ensure(self, thread_id: str, agent: str, seq: int, step: Callable[[], StepResult]) -> None:
-        """Run dispatch ``seq`` of ``agent`` unless the pool already runs (or ran) it, or the thread drains.
+        """Run dispatch ``seq`` of ``agent`` unless the pool already runs (or ran) it.
 
         NOTE: the step runs in a copy of the issuing task's context, so its config,
         callbacks and stream writer (``stream_mode`` messages and custom) are that task's.
         """
         key = (thread_id, agent)
         with self._lock:
-            if thread_id in self.draining:
-                return  # NOTE: recorded but not started: a resume issues it
             held = self._futures.get(key)
             if held is not None and held[0] == seq:
                 return

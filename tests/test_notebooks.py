@@ -78,7 +78,8 @@ def test_the_quickstart_shows_the_team_graph_as_a_picture() -> None:
         if "image/png" in out.get("data", {})
     ]
     assert len(images) == 1
-    assert images[0].startswith(b"\x89PNG") and len(images[0]) > 20_000
+    # NOTE: router, human, start and end: a small picture, but a drawn one (an empty figure is ~2 KB).
+    assert images[0].startswith(b"\x89PNG") and len(images[0]) > 5_000
 
 
 def test_draw_png_draws_the_team_offline(tmp_path: Path) -> None:

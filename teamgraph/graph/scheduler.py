@@ -102,10 +102,13 @@ def collect(
     in_flight: dict[str, int] = dict(state.get("team", {}).get("in_flight", {}))
     if not in_flight:
         return {}
-    # NOTE: a dispatch the pool does not hold (a new process after a crash) is issued
-    # again on the state that recorded it, which is this superstep's input.
-    start(runtime, subgraph_for, state, in_flight, config)
     pool = runtime.steps
+    if thread_id not in pool.draining:
+        # NOTE: a dispatch the pool does not hold (a new process after a crash) is issued
+        # again on the state that recorded it, which is this superstep's input. A draining
+        # thread (the CLI's Ctrl-C) starts none of a superstep's steps, never a part of
+        # them: a lockstep batch stays whole, so a resume replays the same interleaving.
+        start(runtime, subgraph_for, state, in_flight, config)
     held = pool.running(thread_id, in_flight)
     if held and not has_input(state):
         every = runtime.scheduling() == "lockstep" or thread_id in pool.draining

@@ -54,7 +54,7 @@ def test_a_message_to_a_busy_member_is_in_its_very_next_model_call(run_team):
                 *quiet(),
             ],
             SLOW: [
-                slow(act(call("list_files")), 0.6, seen),
+                slow(act(call("list_files")), 1.5, seen),
                 slow(act(call("list_files")), 0.0, seen),
                 slow("Survey done, with the date.", 0.0, seen),
             ],

@@ -16,15 +16,15 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 
 from teamgraph.audit.log import write_committed
+from teamgraph.compat import read_graph_state
 from teamgraph.graph import scheduler
 from teamgraph.ledger import lifecycle, liveness, mail, requests, turns, waits, work
 from teamgraph.ledger.book import Ledger
 from teamgraph.ledger.schedule import schedule
 from teamgraph.messaging import effects
-from teamgraph.nodes.agent_step import read_team_state
 from teamgraph.roles import Role
 from teamgraph.runtime import TeamRuntime
-from teamgraph.state import RouterInput
+from teamgraph.state import RouterInput, TeamState
 
 Handler = Callable[[Ledger, Any], None]
 
@@ -104,7 +104,9 @@ def make_router(runtime: TeamRuntime, *, subgraph_for: Callable[[Role], Compiled
 
     def router(state: RouterInput, config: RunnableConfig) -> dict[str, Any]:
         del state  # NOTE: the same effects are in the full state read below
-        committed = read_team_state(config)
+        # NOTE: its input is only RouterInput; the rest is read here, as LangGraph's ToolNode
+        # reads state, so traces and debug streams of the router do not carry every history.
+        committed = read_graph_state(config, list(TeamState.__annotations__))
         write_committed(runtime, committed)  # NOTE: the state a pass reads is committed: log it first
         finished = scheduler.collect(runtime, subgraph_for, committed, config)
         current = scheduler.with_finished(committed, finished)

@@ -70,13 +70,19 @@ def start(
         runtime.steps.ensure(thread_id, agent, seq, with_retries(step) if agent == LEADER else step)
 
 
-def seconds_to_next_deadline(runtime: TeamRuntime, requests: Mapping[str, Any]) -> float | None:
-    """How long the scheduler may wait before a request's deadline must fire."""
+def seconds_to_next_deadline(runtime: TeamRuntime, state: Mapping[str, Any]) -> float | None:
+    """How long the scheduler may wait before a pending request's deadline must fire.
+
+    NOTE: it reads the pending ids the router keeps (``team["open"]``), never every
+    request of the thread: this runs once per finished step.
+    """
+    requests = state.get("requests", {})
+    pending = [requests[rid] for rid in state.get("team", {}).get("open", ()) if rid in requests]
     now = runtime.clock.now()
     left = [
-        (datetime.fromisoformat(r["deadline"]) - now).total_seconds()
-        for r in requests.values()
-        if is_pending(r) and r.get("deadline")
+        (datetime.fromisoformat(deadline) - now).total_seconds()
+        for r in pending
+        if is_pending(r) and (deadline := r.get("deadline"))
     ]
     return max(0.0, min(left)) if left else None
 
@@ -112,7 +118,7 @@ def collect(
     held = pool.running(thread_id, in_flight)
     if held and not has_input(state):
         every = runtime.scheduling() == "lockstep" or thread_id in pool.draining
-        timeout = seconds_to_next_deadline(runtime, state.get("requests", {}))
+        timeout = seconds_to_next_deadline(runtime, state)
         pool.wait(thread_id, held, every=every, timeout=timeout)
     return pool.take_done(thread_id, in_flight)
 

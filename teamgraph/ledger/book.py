@@ -104,7 +104,7 @@ class Ledger:
                 notice = notices.withdrawn(
                     record["id"], asker=record["from"], status=record["status"], why=str(record["answer"])
                 )
-                item["text"], item["wake"], item["kind"] = notice.text, False, f"notice:{notice.kind}"
+                item["text"], item["wake"], item["kind"] = notice.text, False, notice.envelope_kind
 
     # -- deliveries ----------------------------------------------------------------
 

@@ -17,11 +17,9 @@ from langchain_core.messages import HumanMessage
 
 from teamgraph.ledger.book import Ledger
 from teamgraph.messaging import envelopes, notices
+from teamgraph.messaging.envelopes import INBOX
 from teamgraph.messaging.notices import Notice
 from teamgraph.records import ENDED, LEADER, ROUTER, RUNNING, USER, DeliverEffect
-
-INBOX = "inbox"
-"""The envelope kind of an agent's (or the user's) words."""
 
 
 def post(ledger: Ledger, to: str, text: str, *, sender: str, wake: bool = True, kind: str = INBOX) -> str:
@@ -50,7 +48,7 @@ def post(ledger: Ledger, to: str, text: str, *, sender: str, wake: bool = True, 
 
 def notify(ledger: Ledger, to: str, notice: Notice, *, wake: bool = True) -> str:
     """Post one of the runtime's notices (``messaging/notices.py``)."""
-    return post(ledger, to, notice.text, sender=ROUTER, wake=wake, kind=f"notice:{notice.kind}")
+    return post(ledger, to, notice.text, sender=ROUTER, wake=wake, kind=notice.envelope_kind)
 
 
 def bounce(ledger: Ledger, message_id: str, text: str, *, to: str, status: str) -> None:
@@ -80,9 +78,7 @@ def flush(ledger: Ledger, name: str) -> None:
     record["unread"] = [*record.get("unread", []), *(m["id"] for m in inbox)]
     # NOTE: one user-role message per envelope (several batched into one make a model
     # answer the first and miss the ids of the others).
-    ledger.appends[name].extend(
-        HumanMessage(content=m["text"], additional_kwargs={envelopes.ENVELOPE_KEY: m.get("kind", INBOX)}) for m in inbox
-    )
+    ledger.appends[name].extend(envelopes.inbox_message(m["text"], kind=m.get("kind", INBOX)) for m in inbox)
 
 
 def tell_leader_peer_traffic(ledger: Ledger, line: str, full: str) -> None:

@@ -13,7 +13,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 from teamgraph.ledger import requests
 from teamgraph.ledger.book import Ledger
 from teamgraph.ledger.lifecycle import end_agent, expire_shutdown
-from teamgraph.ledger.mail import INBOX, notify, post, tell_leader_peer_traffic
+from teamgraph.ledger.mail import notify, post, tell_leader_peer_traffic
 from teamgraph.ledger.waits import cancel_waits, take_output_wait, take_output_waits_on, why_gone
 from teamgraph.messaging import envelopes, notices, results
 from teamgraph.messaging.envelopes import clip
@@ -60,12 +60,7 @@ def on_step(ledger: Ledger, effect: StepEffect) -> None:
         return
     if gone := why_gone(record):
         # NOTE: the step landed after its agent was stopped or ended: its open calls are closed.
-        for call_id in effect["deferred"]:
-            if call_id not in record["waits"] and call_id not in ledger.answered_calls:
-                result = ToolMessage(
-                    content=gone, tool_call_id=call_id, additional_kwargs={results.OUTCOME_KEY: results.CANCELLED}
-                )
-                ledger.appends[name].append(result)
+        _close_unheld_calls(ledger, name, effect["deferred"], gone, outcome=results.CANCELLED)
     else:
         _after_step(ledger, name, effect, text)
     if name == LEADER:
@@ -86,16 +81,28 @@ def _after_step(ledger: Ledger, name: str, effect: StepEffect, text: str) -> Non
         record["last_action"] = clip(text, 80)
     else:
         record["last_action"] = f"{effect['tool_calls']} tool call(s)" if effect["tool_calls"] else "ended its turn"
-    for call_id in effect["deferred"]:
-        # NOTE: a deferred tool that asked for nothing (a call answered in
-        # this very pass, e.g. a plan the policy lets the leader approve, is fine).
-        if call_id not in record["waits"] and call_id not in ledger.answered_calls:
-            error = ToolMessage(content=results.CALL_NOT_COMPLETED, tool_call_id=call_id, status="error")
-            ledger.appends[name].append(error)
+    # NOTE: a deferred tool that asked for nothing (a call answered in this very
+    # pass, e.g. a plan the policy lets the leader approve, is fine).
+    _close_unheld_calls(ledger, name, effect["deferred"], results.CALL_NOT_COMPLETED, outcome=None)
     if record["waits"]:
         record["status"] = WAITING
     else:
         record["status"] = IDLE if effect["ended_turn"] else RUNNING
+
+
+def _close_unheld_calls(ledger: Ledger, name: str, deferred: list[str], content: str, *, outcome: str | None) -> None:
+    """Answer ``name``'s deferred calls that no wait holds and this pass did not answer (pairing)."""
+    record = ledger.agents[name]
+    for call_id in deferred:
+        if call_id in record["waits"] or call_id in ledger.answered_calls:
+            continue
+        if outcome is None:
+            result = ToolMessage(content=content, tool_call_id=call_id, status="error")
+        else:
+            result = ToolMessage(
+                content=content, tool_call_id=call_id, additional_kwargs={results.OUTCOME_KEY: outcome}
+            )
+        ledger.appends[name].append(result)
 
 
 def _leader_output(ledger: Ledger, text: str, *, ended_turn: bool) -> None:
@@ -137,7 +144,7 @@ def on_stop(ledger: Ledger, effect: StopEffect) -> None:
         read_at=None,
     )
     record["unread"] = [*record.get("unread", []), message_id]
-    ledger.appends[target].append(envelopes.as_message([notice.text], kind=f"notice:{notice.kind}"))
+    ledger.appends[target].append(envelopes.inbox_message(notice.text, kind=notice.envelope_kind))
 
 
 def member_output(ledger: Ledger, name: str, text: str, *, ended_turn: bool) -> None:
@@ -220,7 +227,7 @@ def continue_conversation(ledger: Ledger, conversation: tuple[str, Conversation]
             "" if number >= limit else f" · reply {envelopes.REPLY_SKIP} to stop"
         )
         reply = envelopes.reply(name, conv_id, envelopes.without_control_words(text), round_=note)
-        post(ledger, other, reply, sender=name, kind=INBOX)
+        post(ledger, other, reply, sender=name)
         tell_leader_peer_traffic(ledger, f"{name} → {other} ({conv_id}, round {number}): {clip(text)}", text)
         conversations[conv_id] = {**conv, "round": number, "next": other}
         if number >= limit:

@@ -167,12 +167,21 @@ def notice(body: str) -> str:
     return f"Notice · {body}"
 
 
-def as_message(texts: list[str], *, kind: str = "inbox") -> HumanMessage:
+INBOX = "inbox"
+"""The ``ENVELOPE_KEY`` value of agents' (and the user's) words; notices carry ``notice:<kind>``."""
+
+
+def inbox_message(text: str, *, kind: str = INBOX) -> HumanMessage:
+    """One envelope (or notice) as the user-role message the receiver's history keeps."""
+    return HumanMessage(content=text, additional_kwargs={ENVELOPE_KEY: kind})
+
+
+def as_message(texts: list[str], *, kind: str = INBOX) -> HumanMessage:
     """Batch the envelopes that arrive together into one user-role message."""
-    return HumanMessage(content="\n\n".join(texts), additional_kwargs={ENVELOPE_KEY: kind})
+    return inbox_message("\n\n".join(texts), kind=kind)
 
 
-def as_messages(texts: list[str], *, kind: str = "inbox") -> list[HumanMessage]:
+def as_messages(texts: list[str], *, kind: str = INBOX) -> list[HumanMessage]:
     """One user-role message per envelope, in order (the Team Leader spec's layout).
 
     NOTE: several outputs batched into one message make a model answer the first
@@ -185,7 +194,7 @@ def as_messages(texts: list[str], *, kind: str = "inbox") -> list[HumanMessage]:
     Returns:
         The messages to append to the receiver's history.
     """
-    return [HumanMessage(content=text, additional_kwargs={ENVELOPE_KEY: kind}) for text in texts]
+    return [inbox_message(text, kind=kind) for text in texts]
 
 
 def clip(text: str, limit: int = 120) -> str:

@@ -40,6 +40,11 @@ class Notice(NamedTuple):
     kind: str
     text: str
 
+    @property
+    def envelope_kind(self) -> str:
+        """What its message stores under ``ENVELOPE_KEY``: ``notice:<kind>``."""
+        return f"notice:{self.kind}"
+
 
 def _notice(kind: str, body: str) -> Notice:
     return Notice(kind, notice(body))

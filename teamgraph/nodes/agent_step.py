@@ -22,7 +22,7 @@ from typing_extensions import TypedDict
 
 from teamgraph.audit.exceptions import guard_step
 from teamgraph.audit.traces import agent_tags
-from teamgraph.compat import CONFIG_KEY_CHECKPOINTER, CONFIG_KEY_DURABILITY, read_graph_state
+from teamgraph.compat import CONFIG_KEY_CHECKPOINTER, CONFIG_KEY_DURABILITY
 from teamgraph.messaging import effects
 from teamgraph.messaging.envelopes import LEADER
 from teamgraph.models import ScriptExhaustedError
@@ -38,7 +38,6 @@ from teamgraph.roles import Role
 from teamgraph.roles.budget import with_budget
 from teamgraph.roles.prompts import leader_prompt, member_prompt
 from teamgraph.runtime import TeamRuntime
-from teamgraph.state import TeamState
 from teamgraph.tools import tools_for_role, work_tool_names
 from teamgraph.tools.context import TeamView
 
@@ -118,16 +117,6 @@ def plan_approved(view: TeamView) -> bool:
         r["kind"] == MEMBER_PLAN and r["from"] == view.caller and r["status"] == APPROVED
         for r in view.requests.values()
     )
-
-
-def read_team_state(config: RunnableConfig) -> dict[str, Any]:
-    """The team state as this step's task sees it.
-
-    NOTE: a node started by ``Send`` receives only the payload, and the router only
-    its effects and the roster; both read the rest here, as LangGraph's ToolNode
-    does, which keeps payloads, traces and checkpoint writes small.
-    """
-    return read_graph_state(config, list(TeamState.__annotations__))
 
 
 def team_view(team: Mapping[str, Any], name: str) -> TeamView:

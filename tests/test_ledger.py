@@ -17,6 +17,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 
 import teamgraph.ledger
 from teamgraph import Policy
+from teamgraph.graph import scheduler
 from teamgraph.graph.router import HANDLERS, run_pass
 from teamgraph.ledger import lifecycle, liveness, mail, requests, turns
 from teamgraph.ledger.book import Ledger
@@ -24,6 +25,8 @@ from teamgraph.messaging import effects, envelopes, notices, results
 from teamgraph.protocols import requests as tracker
 from teamgraph.records import LEADER, EffectKind
 from teamgraph.runtime import TeamRuntime
+from teamgraph.steps import StepPool
+from tests.invariants import assert_tool_calls_paired
 
 DEV = "Full-Stack Engineer_1"
 QA = "QA Engineer_1"
@@ -328,3 +331,127 @@ def test_every_notice_kind_is_documented():
     documented = (Path(__file__).resolve().parent.parent / "docs" / "protocols.md").read_text()
     assert len(kinds) > 15
     assert sorted(k for k in kinds if f"`{k}`" not in documented) == []
+
+
+# -- a step in flight (the completions scheduler): what reaches its agent meanwhile ----------------
+
+
+def applied(state: dict[str, Any], updates: dict[str, Any]) -> dict[str, Any]:
+    """The state after a router pass's updates (what the next superstep reads)."""
+    histories = dict(state.get("histories", {}))
+    for name, appended in updates.get("histories", {}).items():
+        histories[name] = [*histories.get(name, []), *appended]
+    return {
+        **state,
+        "agents": {**state["agents"], **updates.get("agents", {})},
+        "requests": {**state.get("requests", {}), **updates.get("requests", {})},
+        "deliveries": {**state.get("deliveries", {}), **updates.get("deliveries", {})},
+        "histories": histories,
+        "team": updates["team"],
+        "outbox": [],
+    }
+
+
+def in_flight_state() -> dict[str, Any]:
+    """DEV is busy: its step (dispatch 1) runs in the pool."""
+    task = envelopes.inbox_message(envelopes.task(LEADER, "Build it."))
+    return team_state(
+        agent(DEV, status="running", turn=1),
+        histories={DEV: [task]},
+        team={"counters": {"dispatch": 1}, "instances": {}, "user_seen": 1, "reported": 1, "in_flight": {DEV: 1}},
+    )
+
+
+def landing(state: dict[str, Any], *asked: dict[str, Any], work: bool = False) -> dict[str, Any]:
+    """DEV's step in flight finishes: calls that asked the router for ``asked``, or (``work``) a tool that ran."""
+    calls = [{"name": e.get("tool") or "ask_master", "args": {}, "id": e["call_id"]} for e in asked]
+    done = [{"name": "list_files", "args": {}, "id": "call_w"}] if work else []
+    messages = [AIMessage("", tool_calls=[*calls, *done]), *(ToolMessage("[]", tool_call_id=c["id"]) for c in done)]
+    step = effects.step(
+        message_index=-1 - len(done),
+        ended_turn=not (calls or done),
+        tool_calls=len(calls) + len(done),
+        deferred=[c["id"] for c in calls],
+    )
+    outbox = [{**e, "agent": DEV} for e in (*asked, step)]
+    return scheduler.with_finished(state, {DEV: {"histories": {DEV: messages}, "outbox": outbox}})
+
+
+def ask_master_call() -> dict[str, Any]:
+    return effects.open_request(request_kind=tracker.ASK, body="JWT?", call_id="call_d", tool="ask_master")
+
+
+def test_a_message_to_a_member_whose_step_is_in_flight_is_in_its_next_step(runtime):
+    state = in_flight_state()
+    state["outbox"] = [{**effects.deliver(to=DEV, body="Also a logout button."), "agent": LEADER}]
+
+    sent = run_pass(runtime, state)
+
+    # The step in flight did not see it: it waits in the inbox, not in the history.
+    assert DEV not in sent.get("histories", {}) and len(sent["agents"][DEV]["inbox"]) == 1
+    assert sent["team"]["in_flight"] == {DEV: 1}
+
+    after = run_pass(runtime, landing(applied(state, sent), work=True))
+
+    # The pass that takes the step back delivers the message after it and issues the next step.
+    [delivered] = after["histories"][DEV]
+    assert envelopes.parse(str(delivered.content))["body"] == "Also a logout button."
+    assert after["team"]["in_flight"] == {DEV: 2}
+
+
+@pytest.mark.parametrize("order", ["stop_while_in_flight", "stop_in_the_landing_pass"])
+def test_a_stop_and_a_landing_step_close_its_request_and_its_call_once(runtime, order):
+    state = in_flight_state()
+    stop = {**effects.stop(target=DEV), "agent": LEADER}
+    if order == "stop_while_in_flight":
+        state["outbox"] = [stop]
+        stopped = run_pass(runtime, state)
+        assert stopped["agents"][DEV]["status"] == "stopped"
+        # The notice follows the step in flight: it waits in the inbox.
+        assert DEV not in stopped.get("histories", {})
+        current = landing(applied(state, stopped), ask_master_call())
+    else:
+        current = landing(state, ask_master_call())
+        current["outbox"].append(stop)
+
+    after = run_pass(runtime, current)
+
+    [request] = after["requests"].values()
+    assert request["status"] == tracker.CANCELLED
+    history = [*current["histories"][DEV], *after.get("histories", {}).get(DEV, [])]
+    answers = [m for m in history if isinstance(m, ToolMessage)]
+    assert [(m.tool_call_id, results.outcome_of(m)) for m in answers] == [("call_d", results.CANCELLED)]
+    assert after["agents"][DEV]["status"] == "stopped"
+    assert_tool_calls_paired(DEV, history)
+
+
+def test_a_step_that_lands_after_its_member_was_terminated_is_closed_and_asks_nothing(runtime):
+    state = in_flight_state()
+    state["outbox"] = [{**effects.terminate(target=DEV), "agent": LEADER}]
+    ended = run_pass(runtime, state)
+    assert ended["agents"][DEV]["status"] == "terminated"
+    group = [
+        effects.open_request(request_kind=tracker.QUESTION, body="?", to=QA, call_id="call_g", tool="call_agents",
+                             reply_via="output", group=True)
+        for _ in range(2)
+    ]  # fmt: skip
+
+    current = landing(applied(state, ended), *group[:1])
+    current["outbox"][1:1] = [{**group[1], "agent": DEV}]
+    after = run_pass(runtime, current)
+
+    assert {r["status"] for r in after["requests"].values()} == {tracker.CANCELLED}
+    appended = after.get("histories", {}).get(DEV, [])
+    assert [(m.tool_call_id, results.outcome_of(m)) for m in appended] == [("call_g", results.CANCELLED)]
+    assert after["agents"][DEV]["status"] == "terminated" and after["team"]["in_flight"] == {}
+
+
+def test_the_pool_takes_only_the_dispatch_the_state_records():
+    pool = StepPool(workers=2)
+    pool.ensure("t", DEV, 1, lambda: {"histories": {}, "outbox": []})
+    pool.ensure("t", DEV, 1, lambda: pytest.fail("a dispatch the pool holds is not started twice"))
+    pool.wait("t", {DEV: 1}, every=True, timeout=5)
+
+    assert pool.take_done("t", {DEV: 2}) == {}  # a stale result is not taken for a newer dispatch
+    assert pool.running("t", {DEV: 2}) == {}
+    assert pool.take_done("t", {DEV: 1}) == {DEV: {"histories": {}, "outbox": []}}

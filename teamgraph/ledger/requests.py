@@ -103,6 +103,13 @@ def on_open(ledger: Ledger, effect: OpenEffect) -> None:
         leader_decision=None,
         note=None,
     )
+    author = ledger.agents.get(asker)
+    if author is not None and (gone := why_gone(author)):
+        # NOTE: the asker ended or was stopped while this step ran: nobody may act on a
+        # request from a turn that is over. No wait is opened: the landing step's own
+        # pass closes its calls (turns.on_step), once each, even for a call_agents group.
+        ledger.save(tracker.close(record, status=tracker.CANCELLED, answer=gone, closed_at=ledger.now))
+        return
     ledger.save(record)
     rid = record["id"]
     if call_id:
@@ -132,12 +139,8 @@ def _wait_for(ledger: Ledger, effect: OpenEffect, call_id: str, rid: str, route:
 def _dispatch(ledger: Ledger, record: Request, *, kind: str, decider: str | None) -> None:
     """Hand a new request to its route: an agent's inbox, a person, or a decision at once."""
     asker, route, rid = record["from"], record.get("route", record["to"]), record["id"]
-    target, author = ledger.agents.get(route), ledger.agents.get(asker)
-    if author is not None and (gone := why_gone(author)):
-        # NOTE: the asker ended or was stopped while its step ran: nobody may act on a
-        # request from a turn that is over; its call is closed to keep its history valid.
-        close_request(ledger, record, gone, status=tracker.CANCELLED)
-    elif target is not None and target["status"] in ENDED:
+    target = ledger.agents.get(route)
+    if target is not None and target["status"] in ENDED:
         why = results.nobody_will_answer(route, target["status"])
         close_request(ledger, record, why, status=tracker.CANCELLED)
     elif kind == PLAN and decider == "leader":

@@ -139,11 +139,11 @@ def tell_decider_cancelled(ledger: Ledger, request: Request, why: str) -> None:
 def on_wait_output(ledger: Ledger, effect: WaitOutputEffect) -> None:
     """``sleep`` / ``wait_for_output``: the call waits for another agent's next output."""
     name, on, call_id = effect["agent"], effect["on"], effect["call_id"]
+    if why_gone(ledger.agents[name]):
+        return  # NOTE: a step that landed after its turn ended: turns.on_step closes its calls
     open_wait(ledger, name, call_id, tool=effect["tool"], on=on, request=None)
-    target, author = ledger.agents.get(on), ledger.agents[name]
-    if gone := why_gone(author):
-        answer_wait(ledger, name, call_id, gone, outcome=results.CANCELLED)
-    elif target is None or target["status"] in ENDED:
+    target = ledger.agents.get(on)
+    if target is None or target["status"] in ENDED:
         status = target["status"] if target else "unknown"
         take_output_wait(ledger, name, on, results.no_output_to_wait_for(on, status))
 

@@ -16,11 +16,11 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
-from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import default_retry_on
 
+from teamgraph.ledger.mail import new_user_messages
 from teamgraph.nodes.agent_step import take_step
 from teamgraph.protocols.requests import is_pending
 from teamgraph.records import LEADER
@@ -91,9 +91,7 @@ def has_input(state: Mapping[str, Any]) -> bool:
     """Whether a person's answers or a new user message wait to be applied (no reason to wait)."""
     if state.get("outbox"):
         return True
-    messages = state.get("messages", [])
-    seen = state.get("team", {}).get("user_seen", 0)
-    return any(isinstance(m, HumanMessage) for m in messages[seen:])
+    return bool(new_user_messages(state.get("messages", []), state.get("team", {}).get("user_seen", 0)))
 
 
 def collect(

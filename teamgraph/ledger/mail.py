@@ -13,7 +13,9 @@ Terms:
 
 from __future__ import annotations
 
-from langchain_core.messages import HumanMessage
+from collections.abc import Sequence
+
+from langchain_core.messages import AnyMessage, HumanMessage
 
 from teamgraph.ledger.book import Ledger
 from teamgraph.messaging import envelopes, notices
@@ -89,13 +91,16 @@ def tell_leader_peer_traffic(ledger: Ledger, line: str, full: str) -> None:
         notify(ledger, LEADER, notices.peer_traffic(line), wake=False)
 
 
+def new_user_messages(messages: Sequence[AnyMessage], seen: int) -> list[HumanMessage]:
+    """The user's messages the router has not taken in yet (``seen``: ``team["user_seen"]``)."""
+    return [m for m in messages[seen:] if isinstance(m, HumanMessage)]
+
+
 def take_user_input(ledger: Ledger) -> None:
     """The user's new messages go to the leader; each starts a new run (a fresh model-call budget)."""
-    seen = ledger.team.get("user_seen", 0)
-    for message in ledger.user_messages[seen:]:
-        if isinstance(message, HumanMessage):
-            post(ledger, LEADER, message.text, sender=USER)
-            ledger.team["run_calls"] = 0
+    for message in new_user_messages(ledger.user_messages, ledger.team.get("user_seen", 0)):
+        post(ledger, LEADER, message.text, sender=USER)
+        ledger.team["run_calls"] = 0
     ledger.team["user_seen"] = len(ledger.user_messages)
 
 

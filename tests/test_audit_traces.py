@@ -9,13 +9,17 @@ LEADER = "Team Leader"
 
 
 class RunRecorder(BaseCallbackHandler):
-    """Records (run name, tags, metadata) of every chain run."""
+    """Records (run name, tags, metadata) of every chain run, and the tags of every model run."""
 
     def __init__(self) -> None:
         self.runs: list[tuple[str, list[str], dict]] = []
+        self.model_runs: list[list[str]] = []
 
     def on_chain_start(self, serialized, inputs, *, tags=None, metadata=None, **kwargs) -> None:
         self.runs.append((kwargs.get("name") or "", list(tags or []), dict(metadata or {})))
+
+    def on_chat_model_start(self, serialized, messages, *, tags=None, **kwargs) -> None:
+        self.model_runs.append(list(tags or []))
 
 
 def test_each_agent_step_run_is_named_after_the_agent(make_team):
@@ -46,5 +50,5 @@ def test_each_agent_step_run_is_named_after_the_agent(make_team):
         assert f"teamgraph:agent:{name}" in tags and f"teamgraph:role:{role}" in tags
         assert (meta["teamgraph_agent"], meta["teamgraph_role"]) == (name, role)
     # The model runs inside a step inherit the tags, so a trace filter by agent finds them.
-    model_runs = [tags for name, tags, _ in recorder.runs if name == "model"]
+    model_runs = recorder.model_runs
     assert model_runs and all(any(t.startswith("teamgraph:agent:") for t in tags) for tags in model_runs)

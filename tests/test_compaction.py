@@ -129,7 +129,7 @@ def test_summaries_come_from_the_agents_compaction_script(tmp_path):
     script[f"{R1}#compaction"] = ["First summary: pages 1-4 read.", second]
     team = reader_team(tmp_path / "home", script, context_tokens=8000)
     config = {"configurable": {"thread_id": "summaries"}}
-    # NOTE: the model is called inside the role subgraph: its events come with subgraphs=True.
+    # NOTE: steps run in the router's pool: their custom events stream as the router's.
     chunks = team.compile().stream({"messages": [("user", "Read")]}, config, stream_mode="custom", subgraphs=True)
     events = [event for _namespace, event in chunks]
     compactions = [e for e in events if e["event"] == "compaction"]
@@ -257,3 +257,41 @@ def test_a_bad_read_range_is_refused_naming_offset_and_limit(offset, limit):
     expected = f"offset must be >= 0 and limit >= 1 \\(got offset={offset}, limit={limit}\\)"
     with pytest.raises(ToolException, match=expected):
         read_range("some text", "notes.md", offset=offset, limit=limit)
+
+
+def _usage(total: int) -> dict[str, int]:
+    return {"input_tokens": total - 5, "output_tokens": 5, "total_tokens": total}
+
+
+@pytest.mark.parametrize(
+    "provider_b, usage_total",
+    [("openai", 400), ("openai", 10), ("anthropic", 400), (None, 400), ("openai", None)],
+)
+def test_the_cached_counter_counts_as_langchain_does(provider_b: str | None, usage_total: int | None) -> None:
+    """The per-message cache gives LangChain's count, scaling by reported usage included, every time."""
+    from langchain_core.messages.utils import count_tokens_approximately
+
+    from teamgraph.nodes.model_view import approximate_counter
+
+    history = [
+        SystemMessage("You are the Team Leader."),
+        HumanMessage("Build a login page " * 20),
+        AIMessage(
+            "",
+            tool_calls=[{"name": "echo", "args": {"text": "x" * 50}, "id": "c1"}],
+            response_metadata={"model_provider": "openai"},
+            usage_metadata=_usage(120),
+        ),
+        ToolMessage("echoed " * 30, tool_call_id="c1", name="echo"),
+        AIMessage(
+            [{"type": "text", "text": "done " * 10}],
+            response_metadata={"model_provider": provider_b} if provider_b else {},
+            usage_metadata=_usage(usage_total) if usage_total else None,
+        ),
+        HumanMessage("And the tests?", name="user"),
+    ]
+    for size in range(len(history) + 1):
+        for _ in range(2):  # NOTE: the second count comes from the cache
+            assert approximate_counter(history[:size]) == count_tokens_approximately(
+                history[:size], use_usage_metadata_scaling=True
+            ), size

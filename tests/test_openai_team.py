@@ -90,7 +90,7 @@ def test_streamed_tokens_are_tagged_with_the_agent(openai_team):
     config = {"configurable": {"thread_id": "stream"}}
 
     tokens: dict[str, str] = {}
-    # NOTE: model calls run inside the role subgraphs, so their tokens need subgraphs=True.
+    # NOTE: model calls stream as the router node's (root namespace), tagged with their agent.
     stream = graph.stream({"messages": [("user", "Cookies or JWT?")]}, config, stream_mode="messages", subgraphs=True)
     for _namespace, (chunk, meta) in stream:
         if isinstance(chunk, AIMessageChunk) and chunk.content:

@@ -68,7 +68,9 @@ _OPEN_GUARD = threading.Lock()
 
 
 def _open_index(folder: Path) -> _Index:
-    key = folder.resolve()
+    # NOTE: keyed by the folder as named, not resolved: resolving costs a system call per
+    # path component at every router pass (and a GIL hand-off while steps run).
+    key = folder
     with _OPEN_GUARD:
         if key in _OPEN and (key / INDEX_FILE).exists():
             _OPEN.move_to_end(key)
@@ -119,12 +121,16 @@ def _recover(db: sqlite3.Connection, folder: Path) -> dict[str, int]:
 
 
 def _append(path: Path, lines: list[str]) -> int:
-    _private_file(path)
-    with open(path, "ab") as handle:
-        handle.write("".join(f"{line}\n" for line in lines).encode("utf-8"))
-        handle.flush()
-        os.fdatasync(handle.fileno())  # NOTE: the lines are on disk before the index says so
-        return handle.tell()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, rotation.FILE_MODE)
+    try:
+        os.fchmod(fd, rotation.FILE_MODE)  # NOTE: owner only, whatever the umask
+        data = memoryview("".join(f"{line}\n" for line in lines).encode("utf-8"))
+        while data:
+            data = data[os.write(fd, data) :]
+        os.fdatasync(fd)  # NOTE: the lines are on disk before the index says so
+        return os.lseek(fd, 0, os.SEEK_CUR)
+    finally:
+        os.close(fd)
 
 
 def append_events(folder: Path, project: str, thread: str, now: datetime, derive: Any) -> list[str]:

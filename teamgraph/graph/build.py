@@ -14,7 +14,7 @@ from langgraph.graph.state import CompiledStateGraph
 from teamgraph.compat import CONFIG_KEY_DURABILITY
 from teamgraph.graph.guarded import guarded
 from teamgraph.graph.router import make_router
-from teamgraph.nodes.agent_step import build_role_subgraph
+from teamgraph.nodes.agent_step import RoleStep, build_role_step
 from teamgraph.nodes.human_gate import make_human_gate
 from teamgraph.roles import Role
 from teamgraph.runtime import TeamRuntime
@@ -32,29 +32,29 @@ def build_team_graph(runtime: TeamRuntime, *, checkpointer: Any = None) -> Compi
     """Compile the team graph.
 
     Args:
-        runtime: The team runtime (the subgraphs of the roles known now are built at once).
+        runtime: The team runtime (the steps of the roles known now are built at once).
         checkpointer: A LangGraph checkpointer, or None (e.g. for ``langgraph dev``).
 
     Returns:
         The compiled graph, set to checkpoint every superstep synchronously.
     """
     builder = StateGraph(TeamState, input_schema=TeamInput, output_schema=TeamState)
-    subgraphs: dict[str, CompiledStateGraph] = {}
+    steps: dict[str, RoleStep] = {}
 
-    def subgraph_for(role: Role) -> CompiledStateGraph:
-        if role.id not in subgraphs:
-            subgraphs[role.id] = build_role_subgraph(runtime, role)
-        return subgraphs[role.id]
+    def step_for(role: Role) -> RoleStep:
+        if role.id not in steps:
+            steps[role.id] = build_role_step(runtime, role)
+        return steps[role.id]
 
     for role in runtime.roles.values():
         try:
-            subgraph_for(role)
+            step_for(role)
         except Exception:
             if not runtime.wrote(role):
                 raise
             # NOTE: a role the team wrote must never stop the compile: its members
             # fail at their first step, with the reason.
-    builder.add_node(ROUTER, make_router(runtime, subgraph_for=subgraph_for), input_schema=RouterInput)
+    builder.add_node(ROUTER, make_router(runtime, step_for=step_for), input_schema=RouterInput)
     builder.add_edge(START, ROUTER)
     builder.add_node(HUMAN_NODE, make_human_gate(runtime))
     builder.add_edge(HUMAN_NODE, ROUTER)

@@ -13,7 +13,6 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.graph.state import CompiledStateGraph
 
 from teamgraph.audit.log import write_committed
 from teamgraph.compat import read_graph_state
@@ -22,7 +21,7 @@ from teamgraph.ledger import lifecycle, liveness, mail, requests, turns, waits, 
 from teamgraph.ledger.book import Ledger
 from teamgraph.ledger.schedule import schedule
 from teamgraph.messaging import effects
-from teamgraph.roles import Role
+from teamgraph.nodes.agent_step import StepFor
 from teamgraph.runtime import TeamRuntime
 from teamgraph.state import RouterInput, TeamState
 
@@ -94,12 +93,12 @@ class RouterNode(Protocol):
     def __call__(self, state: RouterInput, config: RunnableConfig) -> dict[str, Any]: ...
 
 
-def make_router(runtime: TeamRuntime, *, subgraph_for: Callable[[Role], CompiledStateGraph]) -> RouterNode:
+def make_router(runtime: TeamRuntime, *, step_for: StepFor) -> RouterNode:
     """The router node for one team (its input is only the effects: see ``RouterInput``).
 
     Args:
         runtime: The team runtime (its ``steps`` pool runs the agents' steps).
-        subgraph_for: The role subgraph an agent steps through.
+        step_for: The ``RoleStep`` of a role.
     """
 
     def router(state: RouterInput, config: RunnableConfig) -> dict[str, Any]:
@@ -107,8 +106,10 @@ def make_router(runtime: TeamRuntime, *, subgraph_for: Callable[[Role], Compiled
         # NOTE: its input is only RouterInput; the rest is read here, as LangGraph's ToolNode
         # reads state, so traces and debug streams of the router do not carry every history.
         committed = read_graph_state(config, list(TeamState.__annotations__))
-        write_committed(runtime, committed)  # NOTE: the state a pass reads is committed: log it first
-        finished = scheduler.collect(runtime, subgraph_for, committed, config)
+        scheduler.start_recorded(runtime, step_for, committed, config)
+        # NOTE: the state a pass reads is committed: log it before the pass, while the steps run.
+        write_committed(runtime, committed)
+        finished = scheduler.collect(runtime, committed, config)
         current = scheduler.with_finished(committed, finished)
         # NOTE: the steps this pass issues start in the next superstep, once the checkpoint
         # that records them is written: a crash then loses only steps in flight.

@@ -17,17 +17,13 @@ from functools import partial
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import default_retry_on
 
 from teamgraph.ledger.mail import new_user_messages
-from teamgraph.nodes.agent_step import take_step
+from teamgraph.nodes.agent_step import StepFor, take_step
 from teamgraph.protocols.requests import is_pending
 from teamgraph.records import LEADER
-from teamgraph.roles import Role
 from teamgraph.runtime import TeamRuntime
-
-SubgraphFor = Callable[[Role], CompiledStateGraph]
 
 LEADER_ATTEMPTS = 3
 """Attempts of a leader's step whose provider fails transiently (a member's failure fails it instead)."""
@@ -58,7 +54,7 @@ def thread_of(config: RunnableConfig) -> str:
 
 def start(
     runtime: TeamRuntime,
-    subgraph_for: SubgraphFor,
+    step_for: StepFor,
     state: Mapping[str, Any],
     agents: Mapping[str, int],
     config: RunnableConfig,
@@ -66,7 +62,7 @@ def start(
     """Start the dispatches ``agents`` (agent -> dispatch number) on ``state``, unless already running."""
     thread_id = thread_of(config)
     for agent, seq in agents.items():
-        step = partial(take_step, runtime, subgraph_for, state, agent, config)
+        step = partial(take_step, runtime, step_for, state, agent, config)
         runtime.steps.ensure(thread_id, agent, seq, with_retries(step) if agent == LEADER else step)
 
 
@@ -94,9 +90,20 @@ def has_input(state: Mapping[str, Any]) -> bool:
     return bool(new_user_messages(state.get("messages", []), state.get("team", {}).get("user_seen", 0)))
 
 
-def collect(
-    runtime: TeamRuntime, subgraph_for: SubgraphFor, state: Mapping[str, Any], config: RunnableConfig
-) -> dict[str, dict[str, Any]]:
+def start_recorded(runtime: TeamRuntime, step_for: StepFor, state: Mapping[str, Any], config: RunnableConfig) -> None:
+    """Start the dispatches ``state`` records (``team["in_flight"]``) that the pool does not run yet.
+
+    NOTE: a dispatch the pool does not hold (a new process after a crash) is issued
+    again on the state that recorded it, which is this superstep's input. A draining
+    thread (the CLI's Ctrl-C) starts none of a superstep's steps, never a part of
+    them: a lockstep batch stays whole, so a resume replays the same interleaving.
+    """
+    in_flight = state.get("team", {}).get("in_flight", {})
+    if in_flight and thread_of(config) not in runtime.steps.draining:
+        start(runtime, step_for, state, in_flight, config)
+
+
+def collect(runtime: TeamRuntime, state: Mapping[str, Any], config: RunnableConfig) -> dict[str, dict[str, Any]]:
     """Wait for the steps in flight (first, or every one in lockstep) and take the finished ones.
 
     Returns:
@@ -107,12 +114,6 @@ def collect(
     if not in_flight:
         return {}
     pool = runtime.steps
-    if thread_id not in pool.draining:
-        # NOTE: a dispatch the pool does not hold (a new process after a crash) is issued
-        # again on the state that recorded it, which is this superstep's input. A draining
-        # thread (the CLI's Ctrl-C) starts none of a superstep's steps, never a part of
-        # them: a lockstep batch stays whole, so a resume replays the same interleaving.
-        start(runtime, subgraph_for, state, in_flight, config)
     held = pool.running(thread_id, in_flight)
     if held and not has_input(state):
         every = runtime.scheduling() == "lockstep" or thread_id in pool.draining

@@ -1,28 +1,28 @@
 """An agent's step: one model call plus the tool calls it made (or a slice of them).
 
-Each role is a small compiled subgraph (``model -> tools``). The team graph
-runs it through a step node that receives only the agent's display name (a tiny
-``Send`` payload), reads that agent's history from the team state, and returns
-the new messages and the effects for the router.
+Each role has a ``RoleStep``: its model with its tools bound, its context budget and
+its tools. A step runs in the scheduler's pool on the team state that issued it,
+reads that agent's history, and returns the new messages and the effects for the
+router. Each model call runs inside one traced run named after the agent, whose
+input is only the agent's name (traces do not carry every history).
 """
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable, Mapping, Sequence
-from typing import Annotated, Any, cast
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, TypedDict, cast
 
+from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, SystemMessage, ToolMessage
-from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+from langchain_core.tools import BaseTool
 from langgraph.config import get_stream_writer
 from langgraph.errors import GraphBubbleUp
-from langgraph.graph import END, START, StateGraph
-from langgraph.graph.state import CompiledStateGraph
-from typing_extensions import TypedDict
 
 from teamgraph.audit.exceptions import guard_step
 from teamgraph.audit.traces import agent_tags
-from teamgraph.compat import CONFIG_KEY_CHECKPOINTER, CONFIG_KEY_DURABILITY
 from teamgraph.messaging import effects
 from teamgraph.messaging.envelopes import LEADER
 from teamgraph.models import ScriptExhaustedError
@@ -31,9 +31,10 @@ from teamgraph.models.scripted import (  # metadata every model call carries
     ROLE_KEY,
 )
 from teamgraph.nodes.compaction import call_within_context
-from teamgraph.nodes.model_view import answer_index, context_budget
+from teamgraph.nodes.model_view import ContextBudget, answer_index, context_budget
 from teamgraph.nodes.tool_calls import run_tool_calls
 from teamgraph.protocols.requests import APPROVED, MEMBER_PLAN, is_pending
+from teamgraph.records import Effect
 from teamgraph.roles import Role
 from teamgraph.roles.budget import with_budget
 from teamgraph.roles.prompts import leader_prompt, member_prompt
@@ -43,66 +44,80 @@ from teamgraph.tools.context import TeamView
 
 
 class StepOutput(TypedDict):
-    """What a step returns: the agent's new messages and the effects for the router."""
+    """What one model call of a step gives: the agent's new messages and the tools' effects."""
 
-    new: Annotated[list[AnyMessage], operator.add]
-    effects: Annotated[list[dict[str, Any]], operator.add]
-
-
-class StepState(StepOutput):
-    """The role subgraph's state: one step of one agent."""
-
-    agent: str
-    messages: list[AnyMessage]
-    view: TeamView
+    new: list[AnyMessage]
+    effects: list[Effect]
 
 
-def build_role_subgraph(runtime: TeamRuntime, role: Role) -> CompiledStateGraph:
-    """Compile the ``model -> tools`` subgraph an agent of ``role`` steps through.
+@dataclass(frozen=True)
+class RoleStep:
+    """How an agent of one role takes a model call and runs the tool calls it made.
+
+    Attributes:
+        runtime: The team runtime.
+        role: The role.
+        tools: The role's tools by name.
+        gated: Tools refused until the member's plan is approved (``Role.require_plan``).
+        model: The role's model (writes compaction summaries).
+        bound: The model with the tools bound.
+        budget: The agent's context budget.
+    """
+
+    runtime: TeamRuntime
+    role: Role
+    tools: Mapping[str, BaseTool]
+    gated: frozenset[str]
+    model: BaseChatModel
+    bound: Runnable
+    budget: ContextBudget
+
+    def __call__(self, messages: Sequence[BaseMessage], view: TeamView, config: RunnableConfig) -> StepOutput:
+        """One model call on ``messages`` (system prompt first), then its tool calls."""
+        notices: list[BaseMessage] = []
+        if self.role.is_leader:
+            messages, notices = with_budget(messages, team=view.team, agents=view.agents)
+        answer = call_within_context(self.bound, messages, model=self.model, budget=self.budget, config=config)
+        new = [*notices, *answer]
+        ai = cast(AIMessage, new[-1])
+        if not (ai.tool_calls or ai.invalid_tool_calls):
+            return StepOutput(new=cast(list[AnyMessage], new), effects=[])
+        refused = {} if not self.gated or plan_approved(view) else dict.fromkeys(self.gated, PLAN_FIRST)
+        answers, step_effects, _ = run_tool_calls(
+            ai,
+            dict(self.tools),
+            view,
+            config,
+            runtime=self.runtime,
+            refused=refused,
+            retries=self.runtime.policy.tool_retries,
+        )
+        return StepOutput(new=cast(list[AnyMessage], [*new, *answers]), effects=step_effects)
+
+
+def build_role_step(runtime: TeamRuntime, role: Role) -> RoleStep:
+    """The ``RoleStep`` of ``role``: its model, tools and budget, built once per team.
 
     Args:
         runtime: The team runtime (model, tools).
         role: The role.
 
     Returns:
-        The compiled subgraph, named after the role.
+        The role's step.
     """
     tools = {t.name: t for t in tools_for_role(runtime, role)}
-    gated = work_tool_names(runtime, role) if role.require_plan else set()
     model = runtime.model_for(role)
-    bound = model.bind_tools(list(tools.values())) if tools else model
-    budget = context_budget(model=model, policy=runtime.policy, counter=runtime.token_counter, tools=[*tools.values()])
-
-    def call_model(state: StepState, config: RunnableConfig) -> dict[str, Any]:
-        messages: Sequence[BaseMessage] = state["messages"]
-        notices: list[BaseMessage] = []
-        if role.is_leader:
-            messages, notices = with_budget(messages, team=state["view"].team, agents=state["view"].agents)
-        answer = call_within_context(bound, messages, model=model, budget=budget, config=config)
-        return {"new": [*notices, *answer]}
-
-    def call_tools(state: StepState, config: RunnableConfig) -> dict[str, Any]:
-        view = state["view"]
-        refused = {} if not gated or plan_approved(view) else dict.fromkeys(gated, PLAN_FIRST)
-        ai = cast(AIMessage, state["new"][-1])
-        messages, step_effects, _ = run_tool_calls(
-            ai, tools, view, config, runtime=runtime, refused=refused, retries=runtime.policy.tool_retries
-        )
-        return {"new": messages, "effects": step_effects}
-
-    def has_tool_calls(state: StepState) -> str:
-        ai = cast(AIMessage, state["new"][-1])
-        return "tools" if ai.tool_calls or ai.invalid_tool_calls else END
-
-    # NOTE: the output schema keeps the prompt and history out of the subgraph's
-    # output, which LangGraph's "messages" stream mode would otherwise replay.
-    builder = StateGraph(StepState, output_schema=StepOutput)
-    builder.add_node("model", call_model)
-    builder.add_node("tools", call_tools)
-    builder.add_edge(START, "model")
-    builder.add_conditional_edges("model", has_tool_calls, ["tools", END])
-    builder.add_edge("tools", END)
-    return builder.compile(name=role.id)
+    return RoleStep(
+        runtime=runtime,
+        role=role,
+        tools=tools,
+        gated=frozenset(work_tool_names(runtime, role) if role.require_plan else ()),
+        model=model,
+        bound=model.bind_tools(list(tools.values())) if tools else model,
+        budget=context_budget(
+            model=model, policy=runtime.policy, counter=runtime.token_counter, tools=list(tools.values())
+        ),
+    )
 
 
 PLAN_FIRST = (
@@ -136,27 +151,29 @@ def system_prompt(runtime: TeamRuntime, role: Role, name: str, team: Mapping[str
 
 
 def _step_config(config: RunnableConfig, name: str, role: Role) -> RunnableConfig:
-    # NOTE: the role subgraph runs without a checkpointer: the team graph checkpoints
-    # once per superstep, and a subgraph checkpoint would store the whole history
-    # again at every step (what makes other frameworks' storage quadratic).
-    # Durability must then be "exit": "sync" waits on a checkpoint that never comes.
-    # NOTE: the run name and tags let traces (LangSmith) tell "UI Operator_1" from "UI Operator_2".
+    # NOTE: the run name and tags let traces (LangSmith) tell "UI Operator_1" from "UI Operator_2";
+    # the metadata is how every model call says whose it is (and how ScriptedChatModel knows).
     return {
         **config,
         "run_name": name,
         "tags": [*config.get("tags", []), *agent_tags(name, role.id)],
         "metadata": {**config.get("metadata", {}), AGENT_KEY: name, ROLE_KEY: role.id},
-        "configurable": {
-            **config.get("configurable", {}),
-            CONFIG_KEY_CHECKPOINTER: None,
-            CONFIG_KEY_DURABILITY: "exit",
-        },
     }
+
+
+StepFor = Callable[[Role], RoleStep]
+
+
+def _call(
+    role_step: RoleStep, prompt: list[BaseMessage], view: TeamView, agent: Mapping[str, str], config: RunnableConfig
+) -> StepOutput:
+    del agent  # NOTE: the traced input; the prompt comes from the closure
+    return role_step(prompt, view, config)
 
 
 def take_step(
     runtime: TeamRuntime,
-    subgraph_for: Callable[[Role], CompiledStateGraph],
+    step_for: StepFor,
     team: Mapping[str, Any],
     name: str,
     config: RunnableConfig,
@@ -171,7 +188,7 @@ def take_step(
 
     Args:
         runtime: The team runtime.
-        subgraph_for: The role subgraph an agent of a role steps through.
+        step_for: The ``RoleStep`` of a role.
         team: The team state the step reads.
         name: The agent.
         config: The issuing router task's config (callbacks and stream writer).
@@ -182,7 +199,7 @@ def take_step(
     """
     role = runtime.roles[team["agents"][name]["role"]]
     try:
-        subgraph = subgraph_for(role)
+        role_step = step_for(role)
     except Exception as exc:
         if name == LEADER:
             raise
@@ -196,12 +213,13 @@ def take_step(
     slice_steps = 1 if name == LEADER else runtime.policy.slice_steps
     new: list[AnyMessage] = []
     outbox: list[dict[str, Any]] = [{**e, "agent": name} for e in guard.effects]
+    step_config = _step_config(config, name, role)
     for _ in range(0 if guard.stop else slice_steps):
+        # NOTE: one traced run per model call whose input is only the agent's name: a
+        # trace (LangSmith) must not carry the agent's whole history at every step.
+        run = RunnableLambda(partial(_call, role_step, [system, *history, *new], view))
         try:
-            result = subgraph.invoke(
-                {"agent": name, "messages": [system, *history, *new], "view": view, "new": [], "effects": []},
-                _step_config(config, name, role),
-            )
+            result: StepOutput = run.invoke({AGENT_KEY: name}, step_config)
         except (GraphBubbleUp, ScriptExhaustedError):
             raise
         except Exception as exc:

@@ -8,6 +8,9 @@ the rest. Nothing here changes a stored history.
 
 from __future__ import annotations
 
+import math
+import weakref
+from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict, cast
@@ -70,6 +73,10 @@ class ContextBudget:
         """The tokens of a call sending ``messages``."""
         return self.counter(messages) + self.overhead
 
+    def message_tokens(self, message: BaseMessage) -> int:
+        """The tokens of one message (cached per message with the default counter)."""
+        return _message_tokens(message) if self.counter is approximate_counter else self.counter([message])
+
     @property
     def limit(self) -> int:
         """Tokens past which a call's view is compacted."""
@@ -89,14 +96,49 @@ def context_window(model: BaseChatModel, policy: Policy) -> int:
     return int(profile.get("max_input_tokens") or DEFAULT_CONTEXT_TOKENS)
 
 
+_MESSAGE_TOKENS: dict[int, int] = {}
+"""Approximate tokens of each message object seen (by id; an entry goes with its message)."""
+
+
+def _message_tokens(message: BaseMessage) -> int:
+    key = id(message)
+    tokens = _MESSAGE_TOKENS.get(key)
+    if tokens is None:
+        tokens = _MESSAGE_TOKENS[key] = count_tokens_approximately([message])
+        weakref.finalize(message, _MESSAGE_TOKENS.pop, key, None)
+    return tokens
+
+
 def approximate_counter(messages: Sequence[BaseMessage]) -> int:
     """LangChain's approximate counter, scaled by the provider's reported usage when known.
 
     NOTE: workaround of an upstream behaviour (langchain-openai's tiktoken counter downloads encodings).
     Not ChatOpenAI's tiktoken counter: tiktoken downloads its encodings on
     first use, and a model call must not depend on the network for counting.
+
+    NOTE: it gives ``count_tokens_approximately(messages, use_usage_metadata_scaling=True)``
+    (a test checks it), but counts each message once in its life: a history is counted
+    at every model call of its agent, and counting it whole again made a step's cost
+    grow with the history. Stored messages are never changed in place.
     """
-    return count_tokens_approximately(messages, use_usage_metadata_scaling=True)
+    total = approx_at_last_ai = 0
+    provider: str | None = None
+    mixed = False
+    last_ai_total: int | None = None
+    for message in messages:
+        total += _message_tokens(message)
+        if not isinstance(message, AIMessage):
+            continue
+        model_provider = message.response_metadata.get("model_provider")
+        if provider is None:
+            provider = model_provider
+        elif model_provider != provider:
+            mixed = True
+        if message.usage_metadata and isinstance(reported := message.usage_metadata.get("total_tokens"), int):
+            last_ai_total, approx_at_last_ai = reported, total
+    if len(messages) > 1 and not mixed and provider is not None and last_ai_total is not None and approx_at_last_ai > 0:
+        return math.ceil(total * min(1.25, max(1.0, last_ai_total / approx_at_last_ai)))
+    return total
 
 
 def context_budget(
@@ -162,10 +204,18 @@ def summary_message(marker: AIMessage) -> HumanMessage:
 
 def _tail(history: Sequence[BaseMessage]) -> tuple[AIMessage | None, list[tuple[int, BaseMessage]]]:
     """The newest marker and the (history index, message) pairs the model sees verbatim."""
-    marker = latest_compaction(history)
+    # NOTE: one pass over the history (this runs at every model call of the agent).
+    verbatim: list[tuple[int, BaseMessage]] = []
+    marker: AIMessage | None = None
+    for i, message in enumerate(history):
+        if isinstance(message, AIMessage) and compaction_of(message) is not None:
+            marker = message
+        else:
+            verbatim.append((i, message))
     record = compaction_of(marker) if marker is not None else None
-    start = record["keep_from"] if record is not None else 0
-    return marker, [(i, history[i]) for i in range(start, len(history)) if compaction_of(history[i]) is None]
+    if record is None:
+        return marker, verbatim
+    return marker, verbatim[bisect_left(verbatim, record["keep_from"], key=lambda pair: pair[0]) :]
 
 
 def truncate_tool_result(message: ToolMessage, *, budget: ContextBudget, call: Mapping[str, Any] | None) -> ToolMessage:
@@ -179,7 +229,7 @@ def truncate_tool_result(message: ToolMessage, *, budget: ContextBudget, call: M
     Returns:
         ``message`` itself when it fits, else a truncated copy.
     """
-    tokens = budget.counter([message])
+    tokens = budget.message_tokens(message)
     if tokens <= budget.tool_result_tokens:
         return message
     text = message.text

@@ -173,8 +173,8 @@ KILLED_RUN = textwrap.dedent(
 
     if mode == "append":  # killed after the lines are on disk, before the index commits
         original_append = audit_log._append
-        def _append(path, lines):
-            size = original_append(path, lines)
+        def _append(path, lines, **kwargs):
+            size = original_append(path, lines, **kwargs)
             kill_on("append")
             return size
         audit_log._append = _append

@@ -9,7 +9,8 @@ what was logged, in one SQLite transaction kept next to the log
 
 1. recover: a day file longer than its recorded size holds lines whose
    transaction never committed (a crash between the append and the commit);
-   it is cut back to the recorded size;
+   it is cut back to the recorded size (the file written to, at every append;
+   every day file, when a process first opens the index and once a day);
 2. append the new lines (fsync), then commit the new sizes and the cursor.
 
 A crash before step 2's commit leaves the old cursor and a tail that the next
@@ -24,6 +25,7 @@ import sqlite3
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -54,6 +56,7 @@ class _Index:
         path = folder / INDEX_FILE
         _private_file(path)
         self.lock = threading.Lock()
+        self.recovered = False
         self.db = sqlite3.connect(path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False)
         self.db.execute("PRAGMA journal_mode=WAL")
         # NOTE: NORMAL is enough: an index commit lost by a power cut leaves the index behind the
@@ -101,6 +104,9 @@ def _index(folder: Path) -> Iterator[sqlite3.Connection]:
         db = index.db
         db.execute("BEGIN IMMEDIATE")
         try:
+            if not index.recovered:
+                _recover(db, folder)  # NOTE: a writer of another process may have crashed mid-append
+                index.recovered = True
             yield db
         except BaseException:
             db.execute("ROLLBACK")
@@ -120,10 +126,13 @@ def _recover(db: sqlite3.Connection, folder: Path) -> dict[str, int]:
     return sizes
 
 
-def _append(path: Path, lines: list[str]) -> int:
+def _append(path: Path, lines: list[str], *, committed: int) -> int:
+    """Append ``lines`` to ``path`` after cutting off any tail past its ``committed`` size; returns the new size."""
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, rotation.FILE_MODE)
     try:
         os.fchmod(fd, rotation.FILE_MODE)  # NOTE: owner only, whatever the umask
+        if os.fstat(fd).st_size > committed:
+            os.ftruncate(fd, committed)  # NOTE: lines of a writer that crashed before its commit
         data = memoryview("".join(f"{line}\n" for line in lines).encode("utf-8"))
         while data:
             data = data[os.write(fd, data) :]
@@ -147,17 +156,18 @@ def append_events(folder: Path, project: str, thread: str, now: datetime, derive
         The lines written.
     """
     with _index(folder) as db:
-        _recover(db, folder)
         row = db.execute("SELECT cursor, maintained FROM cursors WHERE thread = ?", (thread,)).fetchone()
         cursor: Cursor = json.loads(row[0]) if row else new_cursor()
         events, advanced = derive(cursor)
         lines = [format_line(event) for event in events]
         if lines:
             path = rotation.day_file(folder, project, now.date())
-            size = _append(path, lines)
+            recorded = db.execute("SELECT size FROM files WHERE name = ?", (path.name,)).fetchone()
+            size = _append(path, lines, committed=recorded[0] if recorded else 0)
             db.execute("INSERT OR REPLACE INTO files VALUES (?, ?)", (path.name, size))
         today = now.date().isoformat()
         if row is None or row[1] != today:
+            _recover(db, folder)
             rotation.maintain(folder, project, now.date())
             existing = {p.name for p in rotation.day_files(folder)}
             db.executemany(
@@ -199,6 +209,21 @@ def write_committed(runtime: Any, state: Mapping[str, Any], config: RunnableConf
         return derive_events(state, cursor, now=stamp, policy=runtime.policy)
 
     return append_events(logs_dir(runtime.home, config), project_name(config), thread, now, derive)
+
+
+_WRITER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="teamgraph-log")
+"""Writes the router's log lines next to its pass (one thread: lines keep their order)."""
+
+
+def write_committed_soon(runtime: Any, state: Mapping[str, Any], config: RunnableConfig) -> Future[list[str]]:
+    """``write_committed`` on the log's writer thread; wait for the result before the pass ends.
+
+    NOTE: the router waits for it before returning, so the checkpoint after a pass is
+    written only once the lines of the state it read are: a crash still repeats a pass,
+    never skips one's lines. Meanwhile the pass waits for steps and runs, instead of
+    waiting on the log's file and index writes.
+    """
+    return _WRITER.submit(write_committed, runtime, state, config)
 
 
 def flush_log(team: Any, config: RunnableConfig) -> list[str]:

@@ -26,6 +26,7 @@ import math
 import os
 import random
 import time
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -289,17 +290,22 @@ def observed_workload(params: dict, workdir: Path) -> dict:
         saver, conn = fresh_sqlite_saver(workdir / "observed.sqlite")
         _team, graph = _build_team(workdir, model, saver)
         config = {"configurable": {"thread_id": "observed"}}
-        streamed, chunks = 0, 0
+        streamed, chunks, by_key = 0, 0, Counter[str]()
         start = time.perf_counter()
         for chunk in graph.stream({"messages": [HumanMessage(TASK)]}, config, stream_mode="values", durability="sync"):
             streamed += _studio_bytes(chunk)
             chunks += 1
+            by_key.update({key: _studio_bytes(value) for key, value in chunk.items()})
         seconds = time.perf_counter() - start
         endpoint.flush()
         values = graph.get_state(config).values
         conn.close()
         messages = _message_count(values)
         traced = endpoint.bytes_received
+        by_run = {
+            key: {"runs": run.runs, "bytes": run.total, **dict(run.parts)}
+            for key, run in sorted(endpoint.breakdown().items(), key=lambda item: -item[1].total)
+        }
     return {
         "system": SYSTEM,
         "workload": "observed bytes (values stream, LangSmith trace)",
@@ -311,6 +317,8 @@ def observed_workload(params: dict, workdir: Path) -> dict:
         "trace_bytes": traced,
         "trace_requests": endpoint.requests,
         "trace_bytes_per_message": traced / messages,
+        "values_bytes_by_key": dict(by_key.most_common()),
+        "trace_bytes_by_run": by_run,
         "seconds": seconds,
         "model_calls": meter.calls,
         "model_seconds": meter.seconds,

@@ -301,10 +301,8 @@ def test_a_values_stream_carries_the_output_schema_not_the_histories(demo_run: d
     assert len(chunks) > 5
     assert all(set(chunk) <= {"messages", "agents", "team"} for chunk in chunks), [sorted(c) for c in chunks]
     assert chunks[-1]["agents"] == values["agents"]
-    def said(messages: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
-        return [(m["type"], m["id"], m["content"]) for m in messages]
-
-    assert said(chunks[-1]["messages"]) == said(values["messages"])
+    said = [[(m["type"], m["id"], m["content"]) for m in ms] for ms in (chunks[-1]["messages"], values["messages"])]
+    assert said[0] == said[1]
     assert MEMBERS <= set(values["histories"])
 
 

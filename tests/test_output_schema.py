@@ -1,9 +1,12 @@
-"""What a team run hands back: ``invoke``'s result and every ``values`` chunk are a ``TeamOutput``.
+"""What a team run hands back: ``invoke``'s result and Studio's ``values`` chunks are a ``TeamOutput``.
 
 The output schema is the user-facing conversation, the roster with statuses and the team
 book; the per-agent ``histories``, ``requests`` and ``deliveries`` grow with every message,
 so they stay in the state (``graph.get_state``, ``team.history``, ``team.state``) and out of
-the chunks a ``values`` stream (Studio) sends once per superstep.
+the chunks a ``values`` stream sends once per superstep. The API server (``langgraph dev``,
+Studio) streams a graph's output keys; LangGraph's own ``stream`` defaults to every state
+key, and streams the output keys with ``output_keys=graph.output_channels`` (tests/test_studio.py
+checks Studio's stream end to end).
 """
 
 from __future__ import annotations
@@ -43,11 +46,15 @@ def _team(home: Path, script: dict, **policy: Any) -> tuple[Team, Any, dict]:
     return team, team.compile(), {"configurable": {"thread_id": "out-1"}}
 
 
-def _chunks(home: Path, steps: int, **stream: Any) -> tuple[list[dict], dict]:
-    """Every `values` chunk of one run, and the state it ended in."""
+def _chunks(home: Path, steps: int) -> tuple[list[dict], dict]:
+    """Every `values` chunk of one run, streamed as the API server streams them, and the state it ended in."""
     # NOTE: the member's calls are alike on purpose: loop detection must not stop it.
     _team_, graph, config = _team(home, _script(steps), loop_warn=50, loop_stop=50)
-    chunks = list(graph.stream({"messages": [("user", "Design it")]}, config, stream_mode="values", **stream))
+    chunks = list(
+        graph.stream(
+            {"messages": [("user", "Design it")]}, config, stream_mode="values", output_keys=graph.output_channels
+        )
+    )
     return chunks, graph.get_state(config).values
 
 
@@ -73,7 +80,7 @@ def test_invoke_returns_the_conversation_the_roster_and_the_team_book(tmp_path: 
     assert team.state(config)["histories"][MEMBER] == values["histories"][MEMBER]
 
 
-def test_a_values_chunk_carries_no_history_request_or_delivery(tmp_path: Path) -> None:
+def test_a_values_chunk_of_the_output_keys_carries_no_history_request_or_delivery(tmp_path: Path) -> None:
     chunks, values = _chunks(tmp_path, 3)
 
     assert len(chunks) > 3
@@ -94,14 +101,20 @@ def test_values_chunks_do_not_grow_with_the_histories(tmp_path: Path) -> None:
     assert biggest[1] - biggest[0] < 200, biggest
 
 
-def test_every_state_key_streams_when_asked_for(tmp_path: Path) -> None:
-    team, graph, config = _team(tmp_path, _script(1))
-    keys = graph.stream_channels_list
+def test_a_python_stream_keeps_every_state_key_for_updates_and_values(tmp_path: Path) -> None:
+    """`graph.stream` without `output_keys` is LangGraph's: every state key (the CLI's live view reads
+    `histories` and `requests` from the router's updates)."""
+    _team_, graph, config = _team(tmp_path, _script(1))
 
-    chunks = list(graph.stream({"messages": [("user", "Design it")]}, config, stream_mode="values", output_keys=keys))
+    parts = list(graph.stream({"messages": [("user", "Design it")]}, config, stream_mode=["updates", "values"]))
 
-    assert GROWING | OUTPUT <= set(chunks[-1])
-    assert chunks[-1]["histories"][MEMBER] == graph.get_state(config).values["histories"][MEMBER]
+    values = [chunk for mode, chunk in parts if mode == "values"]
+    assert GROWING | OUTPUT <= set(values[-1])
+    assert values[-1]["histories"][MEMBER] == graph.get_state(config).values["histories"][MEMBER]
+    stepped = {
+        name for mode, chunk in parts if mode == "updates" for name in (chunk.get("router") or {}).get("histories", {})
+    }
+    assert {LEADER, MEMBER} <= stepped
 
 
 def test_a_paused_run_returns_the_interrupt_and_its_requests_are_in_the_state(tmp_path: Path) -> None:
@@ -128,12 +141,14 @@ def test_a_paused_run_returns_the_interrupt_and_its_requests_are_in_the_state(tm
     assert team.state(config)["requests"]["ask_1"]["status"] == "answered"
 
 
-def test_an_async_values_stream_carries_the_output_schema_too(tmp_path: Path) -> None:
+def test_an_async_run_returns_the_output_schema_too(tmp_path: Path) -> None:
     _team_, graph, config = _team(tmp_path, _script(2))
 
     async def main() -> tuple[list[dict], dict]:
-        chunks = [c async for c in graph.astream({"messages": [("user", "Design it")]}, config, stream_mode="values")]
-        return chunks, await graph.ainvoke(None, config)
+        stream = graph.astream(
+            {"messages": [("user", "Design it")]}, config, stream_mode="values", output_keys=graph.output_channels
+        )
+        return [c async for c in stream], await graph.ainvoke(None, config)
 
     chunks, again = asyncio.run(main())
 

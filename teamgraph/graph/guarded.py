@@ -11,10 +11,6 @@ before a run starts, and changes nothing when it refuses:
 
 NOTE: workaround of an upstream behaviour (langgraph 1.2: TypeError on non-string resume
 keys, crash on ``resume=None``, ``{}`` dropped).
-
-A ``values`` stream carries the output schema (``TeamOutput``), as ``invoke``'s result
-and ``langgraph dev`` (Studio) do; pass ``output_keys=graph.stream_channels_list`` for
-every state key.
 """
 
 from __future__ import annotations
@@ -70,9 +66,6 @@ class TeamGraph(CompiledStateGraph):
 
     def stream(self, input: Any, config: Any = None, **kwargs: Any) -> Iterator[Any]:  # noqa: A002
         check_resume(input)
-        # NOTE: LangGraph's `stream` defaults to every state key (`invoke` and the API server
-        # pass the output schema's): a chunk per superstep carrying every history grows with the run.
-        kwargs.setdefault("output_keys", self.output_channels)
         thread = self._thread(config)
         if self.lease_home is None or thread is None:
             yield from super().stream(input, config, **kwargs)
@@ -82,7 +75,6 @@ class TeamGraph(CompiledStateGraph):
 
     async def astream(self, input: Any, config: Any = None, **kwargs: Any) -> AsyncIterator[Any]:  # noqa: A002
         check_resume(input)
-        kwargs.setdefault("output_keys", self.output_channels)
         thread = self._thread(config)
         if self.lease_home is None or thread is None:
             async for chunk in super().astream(input, config, **kwargs):

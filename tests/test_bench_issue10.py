@@ -166,7 +166,8 @@ def test_issue10_targets_pass_and_miss_by_their_thresholds():
     values = next(r for k, r in records.items() if "`values` stream" in k)
     trace = next(r for k, r in records.items() if "LangSmith trace" in k)
     assert (values["status"], trace["status"]) == ("PASS", "MISS")
-    assert "LLM prompts 500 B -> 2.5 KB (x5.00)" in trace["note"] and "the rest 1.5 KB -> 1.5 KB (x1.00)" in trace["note"]
+    assert "LLM prompts 500 B -> 2.5 KB (x5.00)" in trace["note"]
+    assert "the rest 1.5 KB -> 1.5 KB (x1.00)" in trace["note"]
     assert "langgraph-supervisor 3.0 KB -> 9.0 KB (x3.00)" in trace["note"]
     assert "langgraph-supervisor" not in values["note"]  # no supervisor values figures in these rows
     missing = next(r for k, r in records.items() if k.startswith("resume"))

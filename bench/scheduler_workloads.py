@@ -17,7 +17,11 @@ call, and the bytes a `values` stream and a LangSmith trace send per message.
   about 80 and 300 messages, run once with ``stream_mode="values"`` (every chunk
   serialized as ``langgraph dev`` serializes it for Studio) and with LangSmith tracing
   on, sent to a local fake endpoint (``bench.fake_langsmith``) that counts the bytes it
-  receives. Bytes per message = bytes sent / messages in the final state.
+  receives. Bytes per message = bytes sent / messages in the final state. The chunks are
+  read with the graph's output keys, as langgraph-api streams them; the trace is broken
+  down by run (name, type) and part, and its LLM prompts (inputs of LLM runs) told apart.
+- ``supervisor-observed``: langgraph-supervisor's delegation at about 80 and 300
+  messages, observed the same way (for comparison).
 """
 
 from __future__ import annotations
@@ -26,11 +30,13 @@ import math
 import os
 import random
 import time
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
+from bench.fake_langsmith import FakeLangSmith
 from bench.harness import fresh_sqlite_saver, timed_invoke
 from bench.registry import Workload
 from bench.scripted import ModelMeter, ScriptedChatModel, call_tool, filler, say
@@ -93,7 +99,8 @@ def lognormal_workload(params: dict, workdir: Path) -> dict:
     with probed(saver) as probe:
         team, graph = _build_team(workdir, model, saver, max_parallel=members)
         config = {"configurable": {"thread_id": "lognormal"}}
-        output, timing = timed_invoke(graph, {"messages": [HumanMessage(TASK)]}, config, meter)
+        _output, timing = timed_invoke(graph, {"messages": [HumanMessage(TASK)]}, config, meter)
+    messages = _message_count(graph.get_state(config).values)  # NOTE: histories are not in the output
     check_calls(model, {name: steps for name in names}, f"lognormal {members}x{steps}")
     probe_puts = probe.calls["checkpoint_put"]
     puts = _count(conn, "checkpoints")
@@ -105,7 +112,7 @@ def lognormal_workload(params: dict, workdir: Path) -> dict:
         "workload": f"lognormal ({members} members, max_parallel={members})",
         "members": members,
         "steps": steps,
-        "messages": _message_count(output),
+        "messages": messages,
         "makespan_s": timing["seconds"],
         "critical_path_s": critical,
         "makespan_over_critical": ratio,
@@ -268,42 +275,33 @@ def _studio_bytes(chunk) -> int:
     return len(json_dumpb(chunk))
 
 
-def observed_workload(params: dict, workdir: Path) -> dict:
-    """Delegation at ~80 / ~300 messages: bytes per message in a `values` stream and a LangSmith trace."""
-    from bench.fake_langsmith import FakeLangSmith
+def _observe(graph, config: dict, endpoint, count) -> dict:
+    """Stream one run's `values` as Studio gets them, with tracing on; bytes per message, by key and by run.
 
-    target = int(params["messages"])
-    rounds = OBSERVED_ROUNDS.get(target) or max(1, (target - 5) // 12)
-    with FakeLangSmith() as endpoint:
-        # NOTE: langsmith reads (and caches) its environment on first use: set it before any run.
-        os.environ.update(
-            {
-                "LANGSMITH_ENDPOINT": endpoint.url,
-                "LANGSMITH_TRACING": "true",
-                "LANGSMITH_API_KEY": "bench-dummy-key",
-                "LANGSMITH_PROJECT": "bench",
-            }
-        )
-        meter = ModelMeter()
-        model = TeamModel(policies={LEADER: delegation_leader(rounds), "*": echo_member()}, meter=meter)
-        saver, conn = fresh_sqlite_saver(workdir / "observed.sqlite")
-        _team, graph = _build_team(workdir, model, saver)
-        config = {"configurable": {"thread_id": "observed"}}
-        streamed, chunks = 0, 0
-        start = time.perf_counter()
-        for chunk in graph.stream({"messages": [HumanMessage(TASK)]}, config, stream_mode="values", durability="sync"):
-            streamed += _studio_bytes(chunk)
-            chunks += 1
-        seconds = time.perf_counter() - start
-        endpoint.flush()
-        values = graph.get_state(config).values
-        conn.close()
-        messages = _message_count(values)
-        traced = endpoint.bytes_received
+    `count(values)` gives the messages of the final state. Studio (langgraph-api) streams a
+    graph's output keys (``graph.output_channels``), so the chunks are read with those.
+    """
+    streamed, chunks, by_key = 0, 0, Counter[str]()
+    start = time.perf_counter()
+    stream = graph.stream(
+        {"messages": [HumanMessage(TASK)]},
+        config,
+        stream_mode="values",
+        durability="sync",
+        output_keys=graph.output_channels,
+    )
+    for chunk in stream:
+        streamed += _studio_bytes(chunk)
+        chunks += 1
+        by_key.update({key: _studio_bytes(value) for key, value in chunk.items()})
+    seconds = time.perf_counter() - start
+    endpoint.flush()
+    messages = count(graph.get_state(config).values)
+    runs = sorted(endpoint.breakdown().items(), key=lambda item: -item[1].total)
+    # NOTE: an LLM run's inputs are its prompt (the agent's whole view): inherent, and quadratic in a run.
+    prompts = sum(run.parts.get("inputs", 0) for _key, run in runs if run.run_type == "llm")
+    traced = endpoint.bytes_received
     return {
-        "system": SYSTEM,
-        "workload": "observed bytes (values stream, LangSmith trace)",
-        "rounds": rounds,
         "messages": messages,
         "values_chunks": chunks,
         "values_bytes": streamed,
@@ -311,13 +309,61 @@ def observed_workload(params: dict, workdir: Path) -> dict:
         "trace_bytes": traced,
         "trace_requests": endpoint.requests,
         "trace_bytes_per_message": traced / messages,
+        "trace_prompt_bytes_per_message": prompts / messages,
+        "trace_other_bytes_per_message": (traced - prompts) / messages,
+        "values_bytes_by_key": dict(by_key.most_common()),
+        "trace_bytes_by_run": {key: {"runs": run.runs, "bytes": run.total, **run.parts} for key, run in runs},
         "seconds": seconds,
-        "model_calls": meter.calls,
-        "model_seconds": meter.seconds,
         "overhead_ms_per_call": None,
         "note": f"values {streamed / messages / 1000:.1f} KB/msg, trace {traced / messages / 1000:.1f} KB/msg "
-        f"({endpoint.requests} ingest requests)",
+        f"(LLM prompts {prompts / messages / 1000:.1f})",
     }
+
+
+def _traced() -> FakeLangSmith:
+    """A fake LangSmith endpoint, with this process's tracing pointed at it."""
+    endpoint = FakeLangSmith()
+    # NOTE: langsmith reads (and caches) its environment on first use: set it before any run.
+    os.environ.update(
+        {
+            "LANGSMITH_ENDPOINT": endpoint.url,
+            "LANGSMITH_TRACING": "true",
+            "LANGSMITH_API_KEY": "bench-dummy-key",
+            "LANGSMITH_PROJECT": "bench",
+        }
+    )
+    return endpoint
+
+
+def observed_workload(params: dict, workdir: Path) -> dict:
+    """Delegation at ~80 / ~300 messages: bytes per message in a `values` stream and a LangSmith trace."""
+    target = int(params["messages"])
+    rounds = OBSERVED_ROUNDS.get(target) or max(1, (target - 5) // 12)
+    with _traced() as endpoint:
+        meter = ModelMeter()
+        model = TeamModel(policies={LEADER: delegation_leader(rounds), "*": echo_member()}, meter=meter)
+        saver, conn = fresh_sqlite_saver(workdir / "observed.sqlite")
+        _team, graph = _build_team(workdir, model, saver)
+        row = _observe(graph, {"configurable": {"thread_id": "observed"}}, endpoint, _message_count)
+        conn.close()
+    return {"system": SYSTEM, "workload": "observed bytes (values stream, LangSmith trace)", "rounds": rounds, **row,
+            "model_calls": meter.calls, "model_seconds": meter.seconds}  # fmt: skip
+
+
+def supervisor_observed_workload(params: dict, workdir: Path) -> dict:
+    """langgraph-supervisor's delegation (10 messages a round) at ~80 / ~300 messages, observed the same way."""
+    from bench.baselines import build_supervisor
+
+    rounds = max(1, int(params["messages"]) // 10)
+    with _traced() as endpoint:
+        meter = ModelMeter()
+        saver, conn = fresh_sqlite_saver(workdir / "supervisor-observed.sqlite")
+        graph = build_supervisor(rounds, meter, saver)
+        config = {"configurable": {"thread_id": "observed"}, "recursion_limit": 20 * rounds + 50}
+        row = _observe(graph, config, endpoint, lambda values: len(values["messages"]))
+        conn.close()
+    return {"system": "langgraph-supervisor", "workload": "observed bytes (values stream, LangSmith trace)",
+            "rounds": rounds, **row, "model_calls": meter.calls, "model_seconds": meter.seconds}  # fmt: skip
 
 
 WORKLOADS: dict[str, Workload] = {
@@ -346,5 +392,11 @@ WORKLOADS: dict[str, Workload] = {
         full=[{"messages": 80}, {"messages": 300}],
         quick=[{"messages": 80}],
         description=observed_workload.__doc__,
+    ),
+    "supervisor-observed": Workload(
+        supervisor_observed_workload,
+        full=[{"messages": 80}, {"messages": 300}],
+        quick=[],
+        description=supervisor_observed_workload.__doc__,
     ),
 }

@@ -165,9 +165,22 @@ def storage_targets(rows: list[dict]) -> list[dict]:
     return out
 
 
+def _growth(small: dict | None, big: dict | None, field: str) -> str:
+    """`a -> b (xg)` of one field from the ~80 to the ~300 messages row, or '' when missing."""
+    if not (small and big and small.get(field) and big.get(field)):
+        return ""
+    return f"{_fmt_bytes(small[field])} -> {_fmt_bytes(big[field])} (x{big[field] / small[field]:.2f})"
+
+
 def observed_targets(rows: list[dict]) -> list[dict]:
-    """Bytes per message a `values` stream and a LangSmith trace send: flat from 80 to 300."""
+    """Bytes per message a `values` stream and a LangSmith trace send: flat from 80 to 300.
+
+    The trace's note splits off the LLM runs' inputs (each call's prompt, the agent's whole view:
+    quadratic in a run, as in any framework that traces its model calls), and gives
+    langgraph-supervisor's figures from the same run.
+    """
     small, big = find(rows, "teamgraph-observed", messages=80), find(rows, "teamgraph-observed", messages=300)
+    sup = find(rows, "supervisor-observed", messages=80), find(rows, "supervisor-observed", messages=300)
     out = []
     for field, what in (
         ("values_bytes_per_message", "a `values` stream (Studio)"),
@@ -175,13 +188,20 @@ def observed_targets(rows: list[dict]) -> list[dict]:
     ):
         if small and big:
             growth = big[field] / small[field]
+            notes = [f"{small['messages']} and {big['messages']} messages"]
+            if field.startswith("trace"):
+                for part, label in (("trace_prompt", "LLM prompts"), ("trace_other", "the rest")):
+                    if split := _growth(small, big, f"{part}_bytes_per_message"):
+                        notes.append(f"{label} {split}")
+            if baseline := _growth(*sup, field):
+                notes.append(f"langgraph-supervisor {baseline}")
             out.append(
                 _target(
                     "10",
                     f"bytes per message {what}: at ~300 messages <= 1.3 x at ~80",
                     f"{_fmt_bytes(small[field])} -> {_fmt_bytes(big[field])} (x{growth:.2f})",
                     growth <= 1.3,
-                    f"{small['messages']} and {big['messages']} messages",
+                    "; ".join(notes),
                 )
             )
         else:

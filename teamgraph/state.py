@@ -124,6 +124,27 @@ class TeamInput(TypedDict, total=False):
     ]
 
 
+class TeamOutput(TypedDict, total=False):
+    """What ``graph.invoke`` returns and every ``values`` chunk (Studio, ``graph.stream``) carries.
+
+    NOTE: only what stays small as a run grows: the user-facing conversation, the roster
+    with statuses, and the team book (plan, board, counters). ``histories``, ``requests``
+    and ``deliveries`` grow with every message: a ``values`` chunk per superstep carrying
+    them made a stream's bytes per message grow with the run's length. They are in the
+    state: ``team.history(config, name)``, ``team.state(config)`` or ``graph.get_state``.
+    """
+
+    messages: Annotated[
+        list[AnyMessage],
+        DeltaChannel(append_conversation, snapshot_frequency=HISTORY_SNAPSHOT_FREQUENCY),
+    ]
+    agents: Annotated[
+        dict[str, AgentRecord],
+        DeltaChannel(merge_records, snapshot_frequency=HISTORY_SNAPSHOT_FREQUENCY),
+    ]
+    team: TeamBook
+
+
 class RouterInput(TypedDict, total=False):
     """What the router node receives as its input: the effects to apply and the registry.
 

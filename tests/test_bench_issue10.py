@@ -51,6 +51,46 @@ def test_the_fake_langsmith_endpoint_counts_what_a_traced_run_sends():
     assert big["bytes"] >= 2 * 200_000 > 100 * small["bytes"]
 
 
+BROKEN_DOWN_CHILD = textwrap.dedent(
+    """
+    import json, os, sys
+    from bench.fake_langsmith import FakeLangSmith
+    from langchain_core.runnables import RunnableLambda
+
+    with FakeLangSmith() as endpoint:
+        os.environ.update({"LANGSMITH_ENDPOINT": endpoint.url, "LANGSMITH_TRACING": "true",
+                           "LANGSMITH_API_KEY": "dummy", "LANGSMITH_PROJECT": "t"})
+        inner = RunnableLambda(lambda text: text[:10]).with_config(run_name="cut")
+        outer = RunnableLambda(lambda text: inner.invoke(text) + "!").with_config(run_name="outer")
+        for _ in range(3):
+            outer.invoke("x" * int(sys.argv[1]))
+        endpoint.flush()
+        print(json.dumps({key: {"runs": run.runs, "total": run.total, **run.parts}
+                          for key, run in endpoint.breakdown().items()}))
+    """
+)
+
+
+def test_the_fake_langsmith_endpoint_breaks_the_bytes_down_by_run_and_part():
+    out = subprocess.run(
+        [sys.executable, "-c", BROKEN_DOWN_CHILD, "50000"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    runs = json.loads(out.stdout.splitlines()[-1])
+    assert set(runs) == {"chain outer", "chain cut"}
+    assert runs["chain outer"]["runs"] == runs["chain cut"]["runs"] == 3
+    # Both take the 50 000-character input; only the inner run's output is short.
+    for key in ("chain outer", "chain cut"):
+        assert 3 * 50_000 <= runs[key]["inputs"] < 3 * 51_000, runs[key]
+        assert runs[key]["total"] == sum(v for k, v in runs[key].items() if k not in ("runs", "total"))
+    assert runs["chain cut"]["outputs"] < 3 * 100 and runs["chain outer"]["outputs"] < 3 * 100
+
+
 def test_the_fake_langsmith_endpoint_answers_info_and_stops():
     import urllib.request
 
@@ -99,6 +139,8 @@ def test_issue10_targets_pass_and_miss_by_their_thresholds():
             messages=77,
             values_bytes_per_message=1000.0,
             trace_bytes_per_message=2000.0,
+            trace_prompt_bytes_per_message=500.0,
+            trace_other_bytes_per_message=1500.0,
         ),
         _row(
             "teamgraph-observed",
@@ -106,7 +148,11 @@ def test_issue10_targets_pass_and_miss_by_their_thresholds():
             messages=305,
             values_bytes_per_message=1200.0,
             trace_bytes_per_message=4000.0,
+            trace_prompt_bytes_per_message=2500.0,
+            trace_other_bytes_per_message=1500.0,
         ),
+        _row("supervisor-observed", {"messages": 80}, messages=82, trace_bytes_per_message=3000.0),
+        _row("supervisor-observed", {"messages": 300}, messages=302, trace_bytes_per_message=9000.0),
     ]
     records = {r["target"].split(" <=")[0].split(":")[0]: r for r in targets_issue10.evaluate(rows)}
     lognormal = next(r for k, r in records.items() if k.startswith("makespan / critical path, lognormal"))
@@ -120,6 +166,10 @@ def test_issue10_targets_pass_and_miss_by_their_thresholds():
     values = next(r for k, r in records.items() if "`values` stream" in k)
     trace = next(r for k, r in records.items() if "LangSmith trace" in k)
     assert (values["status"], trace["status"]) == ("PASS", "MISS")
+    assert "LLM prompts 500 B -> 2.5 KB (x5.00)" in trace["note"]
+    assert "the rest 1.5 KB -> 1.5 KB (x1.00)" in trace["note"]
+    assert "langgraph-supervisor 3.0 KB -> 9.0 KB (x3.00)" in trace["note"]
+    assert "langgraph-supervisor" not in values["note"]  # no supervisor values figures in these rows
     missing = next(r for k, r in records.items() if k.startswith("resume"))
     assert missing["status"] == "n/a"
     table = targets_issue10.markdown(targets_issue10.evaluate(rows))

@@ -218,17 +218,24 @@ def studio_server(langgraph_dev: Callable[..., DevServer]) -> DevServer:
 
 @pytest.fixture(scope="module")
 def demo_run(studio_server: DevServer) -> dict[str, Any]:
-    """One demo run to the end on a new thread: its output and final state."""
+    """One demo run to the end on a new thread, streamed as Studio streams it: its `values` chunks,
+    its output (the last chunk, or ``{"__error__": ...}``) and its final state."""
     client = get_sync_client(url=studio_server.url)
     thread = client.threads.create()
-    output = client.runs.wait(
+    chunks, output = [], None
+    for part in client.runs.stream(
         thread["thread_id"],
         GRAPH_ID,
         input={"messages": [{"role": "user", "content": TASK}]},
-        raise_error=False,
-    )
+        stream_mode="values",
+    ):
+        if part.event == "values":
+            chunks.append(part.data)
+            output = part.data
+        elif part.event == "error":
+            output = {"__error__": part.data}
     state = client.threads.get_state(thread["thread_id"])
-    return {"thread": thread, "output": output, "state": state}
+    return {"thread": thread, "output": output, "chunks": chunks, "state": state}
 
 
 def _assistant_id(client: Any) -> str:
@@ -285,6 +292,18 @@ def test_run_to_the_end(studio_server: DevServer, demo_run: dict[str, Any]) -> N
     written = {p.relative_to(studio_server.home).as_posix() for p in studio_server.home.rglob("*.*")}
     folder = f"project/{demo_run['thread']['thread_id']}"  # the thread's project folder
     assert {f"{folder}/web/login.html", f"{folder}/web/signup.html", f"{folder}/api/auth.py"} <= written
+
+
+def test_a_values_stream_carries_the_output_schema_not_the_histories(demo_run: dict[str, Any]) -> None:
+    """Studio's `values` chunks are the conversation, the roster and the team book (one per superstep);
+    histories and requests are in the thread's state."""
+    chunks, values = demo_run["chunks"], demo_run["state"]["values"]
+    assert len(chunks) > 5
+    assert all(set(chunk) <= {"messages", "agents", "team"} for chunk in chunks), [sorted(c) for c in chunks]
+    assert chunks[-1]["agents"] == values["agents"]
+    said = [[(m["type"], m["id"], m["content"]) for m in ms] for ms in (chunks[-1]["messages"], values["messages"])]
+    assert said[0] == said[1]
+    assert MEMBERS <= set(values["histories"])
 
 
 def test_graph_shows_the_router_and_the_human_gate(studio_server: DevServer) -> None:
@@ -384,7 +403,10 @@ def test_schemas_are_real_through_the_api(unconfigured_server: DevServer) -> Non
 
     assert schemas["input_schema"] is not None and "messages" in schemas["input_schema"]["properties"]
     assert schemas["output_schema"] is not None
-    assert {"messages", "agents", "histories", "requests"} <= set(schemas["output_schema"]["properties"])
+    # NOTE: the output (a `values` chunk) is the conversation, the roster and the team book; the
+    # state (what Studio's state view and `get_state` read) keeps every history and request.
+    assert set(schemas["output_schema"]["properties"]) == {"messages", "agents", "team"}
+    assert {"messages", "agents", "histories", "requests", "deliveries"} <= set(schemas["state_schema"]["properties"])
     for kind in ("config_schema", "context_schema"):
         assert {"model", "policy", "home"} <= set(schemas[kind]["properties"]), schemas[kind]
     assert "typing_extensions.TypedDict" not in unconfigured_server.log.read_text(encoding="utf-8")

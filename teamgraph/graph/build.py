@@ -18,7 +18,7 @@ from teamgraph.nodes.agent_step import RoleStep, build_role_step
 from teamgraph.nodes.human_gate import make_human_gate
 from teamgraph.roles import Role
 from teamgraph.runtime import TeamRuntime
-from teamgraph.state import RouterInput, TeamInput, TeamState
+from teamgraph.state import RouterInput, TeamInput, TeamOutput, TeamState
 
 ROUTER = "router"
 HUMAN_NODE = "human"
@@ -38,7 +38,7 @@ def build_team_graph(runtime: TeamRuntime, *, checkpointer: Any = None) -> Compi
     Returns:
         The compiled graph, set to checkpoint every superstep synchronously.
     """
-    builder = StateGraph(TeamState, input_schema=TeamInput, output_schema=TeamState)
+    builder = StateGraph(TeamState, input_schema=TeamInput, output_schema=TeamOutput)
     steps: dict[str, RoleStep] = {}
 
     def step_for(role: Role) -> RoleStep:

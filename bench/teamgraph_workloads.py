@@ -345,14 +345,15 @@ def _build_team(
 
 
 def _open_sqlite_saver(path: Path):
-    """A SqliteSaver on an existing file, set up like `fresh_sqlite_saver`."""
-    from langgraph.checkpoint.sqlite import SqliteSaver
+    """The Team's own saver (what `Team(home=...)` opens) on an existing file: (saver, connection).
 
-    conn = sqlite3.connect(str(path), check_same_thread=False)
-    conn.execute("PRAGMA journal_mode=WAL")
-    saver = SqliteSaver(conn)
-    saver.setup()
-    return saver, conn
+    NOTE: a resumed process opens the Team's saver, which keeps the histories it rebuilt for
+    `get_state` for the run that follows (the file was written by `fresh_sqlite_saver`).
+    """
+    from teamgraph.checkpoints.saver import open_sqlite_saver
+
+    saver = open_sqlite_saver(path)
+    return saver, saver.conn
 
 
 def _message_count(values: dict) -> int:

@@ -16,6 +16,8 @@ import pytest
 from fidelity_fixtures import has_envelope
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langgraph.checkpoint.postgres import PostgresSaver
+from langgraph.checkpoint.sqlite import SqliteSaver
 from pg_fixtures import postgres_server, postgres_url  # noqa: F401
 from scripting import act, call
 
@@ -145,7 +147,7 @@ def test_a_new_process_resumes_a_crashed_run_and_continues_the_thread(make_team,
 
     # Process 2 (this one) opens a new Team over the same home and thread.
     run = make_team(_load_module(module_path).SCRIPT, home=home, thread="login")
-    assert type(run.graph.checkpointer).__name__ == ("PostgresSaver" if database == "postgres" else "SqliteSaver")
+    assert isinstance(run.graph.checkpointer, PostgresSaver if database == "postgres" else SqliteSaver)
     assert (home / "teamgraph.sqlite").exists() == (database == "sqlite")
     before = _snapshot(run)
 

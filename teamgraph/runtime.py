@@ -26,7 +26,7 @@ from teamgraph.governance.matrix import PermissionMatrix, check_role, load_matri
 from teamgraph.models import ScriptedChatModel, resolve_model
 from teamgraph.policy import Policy
 from teamgraph.roles import Role, RoleFileError, format_role_text, load_roles, load_written_roles, write_role_file
-from teamgraph.steps import StepPool
+from teamgraph.steps import StepPool, Steps
 
 ModelSpec = BaseChatModel | str | Callable[[Role], BaseChatModel] | None
 TokenCounter = Callable[[Sequence[BaseMessage]], int]
@@ -72,7 +72,7 @@ class TeamRuntime:
     """Price per million tokens by model (``{"gpt-4o-mini": {"input": .15, "output": .6}}``)."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _models: dict[str, BaseChatModel] = field(default_factory=dict, repr=False)
-    steps: StepPool = field(init=False, repr=False)
+    steps: Steps = field(init=False, repr=False)
     """The team's model steps in flight (they outlive the superstep that issues them)."""
     tool_sets: dict[tuple[str, bool], list[BaseTool]] = field(default_factory=dict, repr=False)
     """Built tool sets by (set name, leader side): building a tool's schema is slow."""

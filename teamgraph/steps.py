@@ -5,6 +5,9 @@ The router issues a step (a *dispatch*, numbered) and records it in the state
 A result is taken only for the dispatch the state still records, so a stale one
 (a resumed or rewound thread) is dropped, and a dispatch the pool does not hold
 (a new process after a crash) is issued again from the same state.
+
+``VirtualStepPool`` is the same contract in virtual time, for tests: steps finish in
+an order their latencies fix, so an out-of-order interleaving can be pinned.
 """
 
 from __future__ import annotations
@@ -14,12 +17,26 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from typing import Any
+from typing import Any, Protocol
 
 StepResult = dict[str, Any]
 
 DRAIN_CHECK_SECONDS = 0.1
 """How often a wait looks whether its thread started draining."""
+
+
+class Steps(Protocol):
+    """What the scheduler needs of a pool of steps (``StepPool``, ``VirtualStepPool``)."""
+
+    draining: set[str]
+
+    def running(self, thread_id: str, dispatches: Mapping[str, int]) -> dict[str, int]: ...
+
+    def ensure(self, thread_id: str, agent: str, seq: int, step: Callable[[], StepResult]) -> None: ...
+
+    def wait(self, thread_id: str, dispatches: Mapping[str, int], *, every: bool, timeout: float | None) -> None: ...
+
+    def take_done(self, thread_id: str, dispatches: Mapping[str, int]) -> dict[str, StepResult]: ...
 
 
 class StepPool:
@@ -84,3 +101,81 @@ class StepPool:
         with self._lock:
             held = self._futures.get((thread_id, agent))
         return held[1] if held is not None and held[0] == seq else None
+
+
+class VirtualStepPool:
+    """Steps that finish in virtual time, one after another: out-of-order completions, deterministic.
+
+    A drop-in for ``StepPool`` in tests (``team.runtime.steps = VirtualStepPool(latency=...)``,
+    before the first run). A step is run when the scheduler waits for it, in the order of
+    its virtual finish time (issue time + ``latency(agent, seq)``; ties by agent name), in
+    the waiting thread. Its result is the same as if it had run when issued: a step reads
+    only the state that issued it. So ``Policy.scheduling="completions"`` interleavings can
+    be pinned and replayed, instead of depending on threads' timing.
+
+    Args:
+        latency: ``(agent, n) -> seconds`` of the agent's ``n``-th step in a thread (0: its first).
+
+    Attributes:
+        now: The virtual time (seconds) of the last completion.
+        draining: As ``StepPool.draining``.
+    """
+
+    def __init__(self, *, latency: Callable[[str, int], float]) -> None:
+        self._latency = latency
+        self._issued: dict[tuple[str, str], tuple[int, float, contextvars.Context, Callable[[], StepResult]]] = {}
+        self._finished: dict[tuple[str, str], tuple[int, Future[StepResult]]] = {}
+        self._counts: dict[tuple[str, str], int] = {}
+        self.now = 0.0
+        self.draining: set[str] = set()
+
+    def running(self, thread_id: str, dispatches: Mapping[str, int]) -> dict[str, int]:
+        """The dispatches the pool holds (issued or finished, not taken yet)."""
+        return {agent: seq for agent, seq in dispatches.items() if self._holds(thread_id, agent, seq)}
+
+    def ensure(self, thread_id: str, agent: str, seq: int, step: Callable[[], StepResult]) -> None:
+        """Issue dispatch ``seq`` of ``agent`` at the current virtual time, unless held already."""
+        if self._holds(thread_id, agent, seq):
+            return
+        key = (thread_id, agent)
+        self._finished.pop(key, None)
+        n = self._counts[key] = self._counts.get(key, -1) + 1
+        self._issued[key] = (seq, self.now + self._latency(agent, n), contextvars.copy_context(), step)
+
+    def wait(self, thread_id: str, dispatches: Mapping[str, int], *, every: bool, timeout: float | None) -> None:
+        """Run the first of ``dispatches`` to finish (and any finishing at the same time), or every one."""
+        del timeout  # NOTE: virtual time never waits on the clock
+        keys = sorted(
+            (finish, agent)
+            for agent, seq in dispatches.items()
+            if (held := self._issued.get((thread_id, agent))) is not None and held[0] == seq
+            for finish in (held[1],)
+        )
+        if not keys:
+            return
+        last = keys[-1][0] if every or thread_id in self.draining else keys[0][0]
+        for finish, agent in keys:
+            if finish > last:
+                break
+            seq, _, context, step = self._issued.pop((thread_id, agent))
+            future: Future[StepResult] = Future()
+            try:
+                future.set_result(context.run(step))
+            except Exception as exc:
+                future.set_exception(exc)
+            self._finished[(thread_id, agent)] = (seq, future)
+            self.now = max(self.now, finish)
+
+    def take_done(self, thread_id: str, dispatches: Mapping[str, int]) -> dict[str, StepResult]:
+        """The results of ``dispatches`` that finished (removed from the pool); errors re-raise."""
+        done: dict[str, StepResult] = {}
+        for agent, seq in dispatches.items():
+            held = self._finished.get((thread_id, agent))
+            if held is not None and held[0] == seq:
+                del self._finished[(thread_id, agent)]
+                done[agent] = held[1].result()
+        return done
+
+    def _holds(self, thread_id: str, agent: str, seq: int) -> bool:
+        key = (thread_id, agent)
+        return any(held is not None and held[0] == seq for held in (self._issued.get(key), self._finished.get(key)))

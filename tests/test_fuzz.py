@@ -15,6 +15,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 
 from teamgraph import Policy, ScriptedChatModel, Team
 from teamgraph.messaging.envelopes import LEADER
+from teamgraph.steps import VirtualStepPool
 from tests.invariants import assert_team_invariants
 from tests.scripting import act, call
 
@@ -33,20 +34,36 @@ QUESTION_ID = re.compile(r"\b(ask_\d+)\b")
 SHUTDOWN_ID = re.compile(r"\b(shutdown_\d+)\b")
 
 _TEAM: dict[str, object] = {}
+VIRTUAL = "virtual"
+
+
+class _Latencies:
+    """The virtual team's latencies, drawn per example: ``(agent, n) -> seconds``."""
+
+    table: list[int] = [1]
+
+    def __call__(self, agent: str, n: int) -> float:
+        return float(self.table[(sum(map(ord, agent)) + 7 * n) % len(self.table)])
 
 
 def _team(tmp_path_factory, scheduling: str = "auto") -> Team:
+    if scheduling == VIRTUAL and scheduling not in _TEAM:
+        team = _team(tmp_path_factory, "completions-virtual")
+        team.runtime.steps = VirtualStepPool(latency=_Latencies())
+        _TEAM[VIRTUAL] = _TEAM.pop("completions-virtual")
+        return team
     if scheduling not in _TEAM:
         roles = tmp_path_factory.mktemp("fuzz-roles")
         (roles / "member.md").write_text(ROLE, encoding="utf-8")
         # NOTE: "completions" with a small latency per call: which step finishes first is
         # decided by the threads, so every example is a different interleaving.
         latency = 0.002 if scheduling == "completions" else 0.0
+        scheduling_policy = "completions" if scheduling.startswith("completions") else scheduling
         team = Team(
             model=ScriptedChatModel({}, latency=latency),
             home=tmp_path_factory.mktemp("fuzz-home"),
             roles_dir=roles,
-            policy=Policy(max_turn_steps=12, max_model_calls=150, shutdown_timeout=30, scheduling=scheduling),
+            policy=Policy(max_turn_steps=12, max_model_calls=150, shutdown_timeout=30, scheduling=scheduling_policy),
         )
         _TEAM[scheduling] = {"team": team, "graph": team.compile(), "n": 0}
     return _TEAM[scheduling]["team"]  # type: ignore[index]
@@ -145,7 +162,7 @@ def _leader(plan: list[tuple[str, int]]):
 plans = st.lists(st.tuples(member_actions, st.integers(0, 5)), max_size=8)
 
 
-def _run(tmp_path_factory, scheduling: str, leader, members) -> None:
+def _run(tmp_path_factory, scheduling: str, leader, members) -> dict:
     team = _team(tmp_path_factory, scheduling)
     entry = _TEAM[scheduling]
     graph = entry["graph"]  # type: ignore[index]
@@ -160,6 +177,11 @@ def _run(tmp_path_factory, scheduling: str, leader, members) -> None:
     values = graph.get_state(config).values
     assert_team_invariants(values)
     assert values["team"].get("in_flight", {}) == {}  # nothing left running
+    thread = config["configurable"]["thread_id"]
+    return {
+        name: [(type(m).__name__, m.text.replace(thread, "<thread>")) for m in history]
+        for name, history in values["histories"].items()
+    }
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -179,3 +201,19 @@ def test_random_traffic_keeps_every_invariant(tmp_path_factory, leader, members)
 def test_random_traffic_in_any_interleaving_keeps_every_invariant(tmp_path_factory, leader, members):
     """The same traffic under the completions scheduler: steps finish in whatever order the threads give."""
     _run(tmp_path_factory, "completions", leader, members)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    leader=st.lists(st.tuples(leader_actions, st.integers(0, 5)), max_size=8),
+    members=st.tuples(plans, plans, plans),
+    latencies=st.lists(st.integers(1, 9), min_size=1, max_size=12),
+)
+def test_random_traffic_in_random_virtual_time_keeps_every_invariant_and_replays(
+    tmp_path_factory, leader, members, latencies
+):
+    """The completions scheduler with steps finishing in an order random latencies fix (virtual
+    time): the invariants hold, and the same latencies give the same histories again."""
+    _Latencies.table = latencies
+    first = _run(tmp_path_factory, VIRTUAL, leader, members)
+    assert _run(tmp_path_factory, VIRTUAL, leader, members) == first

@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 from audit_fixtures import CONFIG, SECRETS, log_files, log_lines, login_team
 from conftest import FakeClock
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from teamgraph import Policy
 from teamgraph.audit import LINE_RE, flush_log, parse_line, redact, redact_value
@@ -255,3 +257,23 @@ def test_a_pause_for_a_person_is_in_the_log_before_the_run_stops(tmp_path):
     lines = log_lines(team.home)
     assert len(lines) == len(set(lines))
     assert any(parse_line(line).content.startswith("ask_1 answered") for line in lines)
+
+
+_SECRET_PIECES = [
+    "password", "PassWd", "paſſword", "pwd", "secret", "token", "api_key", "Access-Key", "credential", "Bearer",
+    "bearer", "sk-", "AKIA", "ASIA", "ghp_", "xoxb-",
+    "-----BEGIN RSA PRIVATE KEY-----", "-----END RSA PRIVATE KEY-----",
+    "=", ": ", "\"", "'", " ", "\n", "x", "Z9", "abcdefghijklmnopqrstuvwxyz0123", "ABCDEFGHIJKLMNOP", "é", "K",
+]  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_SECRET_PIECES), max_size=12).map("".join))
+def test_redaction_masks_what_every_pattern_would_mask(text: str) -> None:
+    """The quick check that skips texts without a secret never skips one the patterns would mask."""
+    from teamgraph.audit.redact import _PATTERNS, redact
+
+    expected = text
+    for pattern, replacement in _PATTERNS:
+        expected = pattern.sub(replacement, expected)
+    assert redact(text) == expected

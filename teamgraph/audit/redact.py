@@ -38,10 +38,21 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
 )
 
 
-_MAY_HOLD_A_SECRET = re.compile(
-    r"BEGIN|bearer|sk-|AKIA|ASIA|gh[pousr]_|xox[abpr]-|pass|pwd|secret|token|api|access|credential", re.IGNORECASE
-)
-"""A text none of the patterns can match lacks all of these (one search instead of every pattern)."""
+_SECRET_MARKS = (
+    "begin", "bearer", "sk-", "akia", "asia", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "xox",
+    "pass", "pwd", "secret", "token", "api", "access", "credential",
+)  # fmt: skip
+"""Every pattern's match contains one of these (case-folded): a text with none holds no secret.
+
+NOTE: checked with ``in`` on the case-folded text (which folds what ``re.IGNORECASE``
+matches, e.g. a long s), one pass each in C, instead of every pattern's regular
+expression on every line the log writes.
+"""
+
+
+def _may_hold_a_secret(text: str) -> bool:
+    folded = text.casefold()
+    return any(mark in folded for mark in _SECRET_MARKS)
 
 
 def redact(text: str) -> str:
@@ -53,7 +64,7 @@ def redact(text: str) -> str:
     Returns:
         The text, secrets replaced by ``***``.
     """
-    if not _MAY_HOLD_A_SECRET.search(text):
+    if not _may_hold_a_secret(text):
         return text
     for pattern, replacement in _PATTERNS:
         text = pattern.sub(replacement, text)

@@ -385,14 +385,16 @@ class Probe:
 
     Wraps the saver's `put` / `put_writes` (run on LangGraph's background thread;
     with durability "sync" the loop waits for them), and, in teamgraph, the router
-    pass, an agent's whole step, the system prompt and the tool calls. The model's
+    pass, the collaboration log's write, an agent's whole step (where the scheduler
+    calls it), the system prompt and the tool calls. The model's
     own time and langchain's wrapper around it come from `TeamModel`. Parts that
     a teamgraph version lacks are skipped.
     """
 
     TARGETS = (
         ("router", "teamgraph.graph.router", None, "run_pass"),
-        ("agent_step", "teamgraph.nodes.agent_step", None, "take_step"),
+        ("collaboration_log", "teamgraph.audit.log", None, "write_committed"),
+        ("agent_step", "teamgraph.graph.scheduler", None, "take_step"),
         ("system_prompt", "teamgraph.nodes.agent_step", None, "system_prompt"),
         ("tool_calls", "teamgraph.nodes.agent_step", None, "run_tool_calls"),
     )
@@ -453,11 +455,13 @@ class Probe:
         """Milliseconds per model call: where the run's wall time went.
 
         `agent_step_machinery` is an agent's step minus the model call (with
-        langchain's wrapper), the tool calls and the system prompt: the nested role
-        subgraph's Pregel loop, reading the team state, building the step's result.
+        langchain's wrapper), the tool calls and the system prompt: the model view,
+        the traced run around the call, building the step's result.
+        `collaboration_log` runs on the log's writer thread, overlapping the step.
         `pregel_loop_other` is what is left of the wall time (the outer loop's
-        bookkeeping, plus any checkpoint work not overlapped). When agents step in
-        parallel the parts are summed over threads and may exceed the wall time.
+        bookkeeping, plus any checkpoint work not overlapped). Steps run on the pool's
+        threads and the log on its own: parts are summed over threads and may exceed
+        the wall time.
         """
         calls = timing["model_calls"] or 1
         s = self.seconds
@@ -470,6 +474,7 @@ class Probe:
             "checkpoint_put": s["checkpoint_put"],
             "checkpoint_put_writes": s["checkpoint_put_writes"],
             "router": s["router"],
+            "collaboration_log": s["collaboration_log"],
             "agent_step_machinery": max(0.0, step_rest),
             "system_prompt": s["system_prompt"],
             "tool_calls": s["tool_calls"],

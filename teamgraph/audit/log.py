@@ -1,8 +1,9 @@
 """The collaboration log writer: exactly once, from committed state.
 
-``write_committed`` is called by the router at the start of each pass: the
-state it reads was committed (durability ``"sync"``), so a crash can only
-repeat a pass over the same state. Lines are derived deterministically from
+``write_committed`` runs for the state each router pass reads (on the writer
+thread, ``write_committed_soon``; the pass waits for it before it returns): that
+state was committed (durability ``"sync"``), so a crash can only repeat a pass
+over the same state. Lines are derived deterministically from
 that state (``events.py``) and appended together with the cursor that says
 what was logged, in one SQLite transaction kept next to the log
 (``logs/.collaboration.sqlite``):
@@ -181,9 +182,8 @@ def append_events(folder: Path, project: str, thread: str, now: datetime, derive
 def write_committed(runtime: Any, state: Mapping[str, Any], config: RunnableConfig | None = None) -> list[str]:
     """Log what committed ``state`` adds to the thread's collaboration log.
 
-    Call it where the state read is committed: at the top of the router pass
-    (the line the router needs: ``write_committed(runtime, state)``), or after
-    a run with ``flush_log``. Calling it twice on one state writes nothing the
+    Call it where the state read is committed: for the state a router pass reads
+    (``write_committed_soon``), the human gate's, or after a run with ``flush_log``. Calling it twice on one state writes nothing the
     second time.
 
     Args:
@@ -229,7 +229,7 @@ def write_committed_soon(runtime: Any, state: Mapping[str, Any], config: Runnabl
 def flush_log(team: Any, config: RunnableConfig) -> list[str]:
     """Write the lines of the thread's latest committed state (after a run ends or pauses).
 
-    The router logs at the start of each pass, so the changes of the run's last
+    Each router pass logs the state it read, so the changes of the run's last
     pass reach the log at the next pass, or here.
 
     Args:

@@ -183,8 +183,8 @@ def write_committed(runtime: Any, state: Mapping[str, Any], config: RunnableConf
     """Log what committed ``state`` adds to the thread's collaboration log.
 
     Call it where the state read is committed: for the state a router pass reads
-    (``write_committed_soon``), the human gate's, or after a run with ``flush_log``. Calling it twice on one state writes nothing the
-    second time.
+    (``write_committed_soon``), the human gate's, or after a run with ``flush_log``.
+    Calling it twice on one state writes nothing the second time.
 
     Args:
         runtime: The team runtime (home folder, policy, clock).

@@ -104,8 +104,12 @@ def _message_tokens(message: BaseMessage) -> int:
     key = id(message)
     tokens = _MESSAGE_TOKENS.get(key)
     if tokens is None:
-        tokens = _MESSAGE_TOKENS[key] = count_tokens_approximately([message])
-        weakref.finalize(message, _MESSAGE_TOKENS.pop, key, None)
+        tokens = count_tokens_approximately([message])
+        try:
+            weakref.finalize(message, _MESSAGE_TOKENS.pop, key, None)
+        except TypeError:  # NOTE: a message class without weak references is counted every time
+            return tokens
+        _MESSAGE_TOKENS[key] = tokens
     return tokens
 
 

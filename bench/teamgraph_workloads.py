@@ -347,8 +347,8 @@ def _build_team(
 def _open_sqlite_saver(path: Path):
     """The Team's own saver (what `Team(home=...)` opens) on an existing file: (saver, connection).
 
-    NOTE: a resumed process opens the Team's saver, which keeps the histories it rebuilt for
-    `get_state` for the run that follows (the file was written by `fresh_sqlite_saver`).
+    NOTE: a resumed process opens what `Team(home=...)` opens (the file was written by
+    `fresh_sqlite_saver`).
     """
     from teamgraph.checkpoints.saver import open_sqlite_saver
 

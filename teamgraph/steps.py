@@ -113,6 +113,10 @@ class VirtualStepPool:
     only the state that issued it. So ``Policy.scheduling="completions"`` interleavings can
     be pinned and replayed, instead of depending on threads' timing.
 
+    NOTE: virtual time is not the runtime's clock: a wait never ends at a request's
+    deadline before the first step finishes, as the real pool's does. A time-out that
+    races an answer is tested with a ``FakeClock`` and the real pool.
+
     Args:
         latency: ``(agent, n) -> seconds`` of the agent's ``n``-th step in a thread (0: its first).
 

@@ -264,6 +264,7 @@ _SECRET_PIECES = [
     "bearer", "sk-", "AKIA", "ASIA", "ghp_", "xoxb-",
     "-----BEGIN RSA PRIVATE KEY-----", "-----END RSA PRIVATE KEY-----",
     "=", ": ", "\"", "'", " ", "\n", "x", "Z9", "abcdefghijklmnopqrstuvwxyz0123", "ABCDEFGHIJKLMNOP", "é", "K",
+    "apı_key", "credentİal", "BEGİN", "ı", "İ",
 ]  # fmt: skip
 
 

@@ -203,6 +203,23 @@ def test_a_request_closed_before_it_was_read_is_withdrawn_from_the_inbox(runtime
     assert inbox_kinds(ledger, QA) == [f"notice:{notices.WITHDRAWN}"]
 
 
+def test_withdrawing_an_envelope_of_the_committed_state_writes_the_record_and_edits_nothing(runtime):
+    """The question was routed in an earlier pass: its withdrawal is a new inbox item in the
+    pass's updates, and the committed state's item (LangGraph's channel value) is untouched."""
+    first = Ledger(runtime, team_state(agent(DEV, status="running"), agent(QA, "qa-engineer", index=2)))
+    rid = open_question(first)
+    committed = team_state(agents=first.agents, requests=dict(first.changed_requests))
+    committed_item = dict(committed["agents"][QA]["inbox"][0])
+    second = Ledger(runtime, committed)
+
+    turns.on_stop(second, {**effects.stop(target=DEV), "agent": LEADER})
+    updates = second.updates([])
+
+    assert [item["kind"] for item in updates["agents"][QA]["inbox"]] == [f"notice:{notices.WITHDRAWN}"]
+    assert committed["agents"][QA]["inbox"][0] == committed_item
+    assert updates["requests"][rid]["status"] == tracker.CANCELLED
+
+
 # -- lifecycle and turns ---------------------------------------------------------------
 
 

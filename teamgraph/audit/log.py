@@ -1,7 +1,7 @@
 """The collaboration log writer: exactly once, from committed state.
 
 ``write_committed`` runs for the state each router pass reads (on the writer
-thread, ``write_committed_soon``; the pass waits for it before it returns): that
+thread, ``audit/writer.py``; the pass waits for it before it takes any step): that
 state was committed (durability ``"sync"``), so a crash can only repeat a pass
 over the same state. Lines are derived deterministically from
 that state (``events.py``) and appended together with the cursor that says
@@ -26,7 +26,6 @@ import sqlite3
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -71,10 +70,20 @@ _OPEN: OrderedDict[Path, _Index] = OrderedDict()
 _OPEN_GUARD = threading.Lock()
 
 
+def _forget_open_indexes() -> None:
+    """In a forked child: the parent's connections and locks are not the child's to use."""
+    global _OPEN_GUARD
+    _OPEN_GUARD = threading.Lock()
+    _OPEN.clear()
+
+
+os.register_at_fork(after_in_child=_forget_open_indexes)
+
+
 def _open_index(folder: Path) -> _Index:
-    # NOTE: keyed by the folder as named, not resolved: resolving costs a system call per
-    # path component at every router pass (and a GIL hand-off while steps run).
-    key = folder
+    # NOTE: keyed by the absolute folder, not the resolved one: resolving costs a system call
+    # per path component at every router pass (and a GIL hand-off while steps run).
+    key = folder.absolute()
     with _OPEN_GUARD:
         if key in _OPEN and (key / INDEX_FILE).exists():
             _OPEN.move_to_end(key)
@@ -195,12 +204,11 @@ def write_committed(runtime: Any, state: Mapping[str, Any], config: RunnableConf
         The lines written (empty when ``Policy.log`` is off, or the run names no
         thread and no project).
     """
-    if not runtime.policy.log:
-        return []
     config = config if config is not None else get_config()
+    folder = log_folder(runtime, config)
+    if folder is None:
+        return []
     configurable = config.get("configurable") or {}
-    if not (configurable.get("thread_id") or configurable.get(PROJECT_NAME_KEY)):
-        return []  # NOTE: a run without a thread (no checkpointer, no config) has no project folder
     thread = str(configurable.get("thread_id") or configurable[PROJECT_NAME_KEY])
     now = runtime.clock.now()
     stamp = now.strftime(TIME_FORMAT)
@@ -208,22 +216,20 @@ def write_committed(runtime: Any, state: Mapping[str, Any], config: RunnableConf
     def derive(cursor: Cursor) -> tuple[list[LogEvent], Cursor]:
         return derive_events(state, cursor, now=stamp, policy=runtime.policy)
 
-    return append_events(logs_dir(runtime.home, config), project_name(config), thread, now, derive)
+    return append_events(folder, project_name(config), thread, now, derive)
 
 
-_WRITER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="teamgraph-log")
-"""Writes the router's log lines next to its pass (one thread: lines keep their order)."""
+def log_folder(runtime: Any, config: RunnableConfig) -> Path | None:
+    """The logs folder a run writes to (absolute), or None when it writes no log.
 
-
-def write_committed_soon(runtime: Any, state: Mapping[str, Any], config: RunnableConfig) -> Future[list[str]]:
-    """``write_committed`` on the log's writer thread; wait for the result before the pass ends.
-
-    NOTE: the router waits for it before returning, so the checkpoint after a pass is
-    written only once the lines of the state it read are: a crash still repeats a pass,
-    never skips one's lines. Meanwhile the pass waits for steps and runs, instead of
-    waiting on the log's file and index writes.
+    None when ``Policy.log`` is off, or the run names no thread and no project (no
+    checkpointer, no config: no project folder).
     """
-    return _WRITER.submit(write_committed, runtime, state, config)
+    configurable = config.get("configurable") or {}
+    if not runtime.policy.log or not (configurable.get("thread_id") or configurable.get(PROJECT_NAME_KEY)):
+        return None
+    # NOTE: absolute, never resolved: a relative home must keep naming the same folder after a chdir.
+    return logs_dir(runtime.home, config).absolute()
 
 
 def flush_log(team: Any, config: RunnableConfig) -> list[str]:

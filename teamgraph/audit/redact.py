@@ -51,7 +51,9 @@ expression on every line the log writes.
 
 
 def _may_hold_a_secret(text: str) -> bool:
-    folded = text.casefold()
+    # NOTE: re.IGNORECASE also matches "i" to the dotless "ı" and the dotted "İ" (which
+    # case-folds to "i" plus a combining dot): fold both to "i" too.
+    folded = text.casefold().replace("ı", "i").replace("\u0307", "")
     return any(mark in folded for mark in _SECRET_MARKS)
 
 

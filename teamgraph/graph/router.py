@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from langchain_core.runnables import RunnableConfig
 
-from teamgraph.audit.log import write_committed_soon
+from teamgraph.audit.writer import write_committed_soon
 from teamgraph.compat import read_graph_state
 from teamgraph.graph import scheduler
 from teamgraph.ledger import lifecycle, liveness, mail, requests, turns, waits, work
@@ -107,14 +107,15 @@ def make_router(runtime: TeamRuntime, *, step_for: StepFor) -> RouterNode:
         # reads state, so traces and debug streams of the router do not carry every history.
         committed = read_graph_state(config, list(TeamState.__annotations__))
         scheduler.start_recorded(runtime, step_for, committed, config)
-        # NOTE: the state a pass reads is committed: its log lines are written during the pass.
+        # NOTE: the state a pass reads is committed: its log lines are written while it waits.
         logged = write_committed_soon(runtime, committed, config)
-        finished = scheduler.collect(runtime, committed, config)
+        scheduler.wait_for_steps(runtime, committed, config)
+        logged.result()  # NOTE: before taking any step: a failed write leaves them in the pool
+        finished = scheduler.take_finished(runtime, committed, config)
         current = scheduler.with_finished(committed, finished)
         # NOTE: the steps this pass issues start in the next superstep, once the checkpoint
         # that records them is written: a crash then loses only steps in flight.
         updates = run_pass(runtime, current)
-        logged.result()
         # NOTE: the finished steps' messages are written first: the pass's own appends follow them.
         return scheduler.finished_messages(updates, finished)
 

@@ -103,23 +103,28 @@ def start_recorded(runtime: TeamRuntime, step_for: StepFor, state: Mapping[str, 
         start(runtime, step_for, state, in_flight, config)
 
 
-def collect(runtime: TeamRuntime, state: Mapping[str, Any], config: RunnableConfig) -> dict[str, dict[str, Any]]:
-    """Wait for the steps in flight (first, or every one in lockstep) and take the finished ones.
+def wait_for_steps(runtime: TeamRuntime, state: Mapping[str, Any], config: RunnableConfig) -> None:
+    """Wait until a step in flight is done (every one in lockstep or while draining).
 
-    Returns:
-        The finished steps' results by agent.
+    No wait when a person's answers or the user's new message are waiting to be applied,
+    and none past the next deadline of a pending request.
     """
     thread_id = thread_of(config)
-    in_flight: dict[str, int] = dict(state.get("team", {}).get("in_flight", {}))
-    if not in_flight:
-        return {}
     pool = runtime.steps
-    held = pool.running(thread_id, in_flight)
+    held = pool.running(thread_id, state.get("team", {}).get("in_flight", {}))
     if held and not has_input(state):
         every = runtime.scheduling() == "lockstep" or thread_id in pool.draining
-        timeout = seconds_to_next_deadline(runtime, state)
-        pool.wait(thread_id, held, every=every, timeout=timeout)
-    return pool.take_done(thread_id, in_flight)
+        pool.wait(thread_id, held, every=every, timeout=seconds_to_next_deadline(runtime, state))
+
+
+def take_finished(runtime: TeamRuntime, state: Mapping[str, Any], config: RunnableConfig) -> dict[str, dict[str, Any]]:
+    """Take the finished steps of the dispatches ``state`` records (their results by agent).
+
+    NOTE: taken steps leave the pool: the pass that takes them must be the one whose
+    checkpoint records them, so nothing that can fail runs between taking and applying.
+    """
+    in_flight = state.get("team", {}).get("in_flight", {})
+    return runtime.steps.take_done(thread_of(config), in_flight) if in_flight else {}
 
 
 def with_finished(state: Mapping[str, Any], finished: Mapping[str, dict[str, Any]]) -> dict[str, Any]:

@@ -99,12 +99,15 @@ class Ledger:
         receiver = self.agents.get(route) if route else None
         if not message_id or receiver is None:
             return
-        for item in receiver["inbox"]:
+        inbox = receiver["inbox"]
+        for i, item in enumerate(inbox):
             if item["id"] == message_id:
                 notice = notices.withdrawn(
                     record["id"], asker=record["from"], status=record["status"], why=str(record["answer"])
                 )
-                item["text"], item["wake"], item["kind"] = notice.text, False, notice.envelope_kind
+                # NOTE: a new item, never an edit: the old one is the committed state's (and
+                # the registry writes a record only when it differs from the committed one).
+                inbox[i] = {**item, "text": notice.text, "wake": False, "kind": notice.envelope_kind}
 
     # -- deliveries ----------------------------------------------------------------
 

@@ -1,0 +1,69 @@
+"""The log's writer threads: a router pass's log lines are written while the pass runs.
+
+One single-thread writer per logs folder, so a folder's lines keep their order and one
+slow disk (or an index another process holds) stalls only the runs that log there.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+
+from teamgraph.audit.log import OPEN_INDEXES, log_folder, write_committed
+
+_WRITERS: OrderedDict[Path, ThreadPoolExecutor] = OrderedDict()
+_WRITERS_GUARD = threading.Lock()
+
+
+def _writer(folder: Path) -> ThreadPoolExecutor:
+    with _WRITERS_GUARD:
+        if folder in _WRITERS:
+            _WRITERS.move_to_end(folder)
+            return _WRITERS[folder]
+        writer = _WRITERS[folder] = ThreadPoolExecutor(max_workers=1, thread_name_prefix="teamgraph-log")
+        while len(_WRITERS) > OPEN_INDEXES:
+            _, old = _WRITERS.popitem(last=False)
+            old.shutdown(wait=False)  # NOTE: what it holds still runs; it takes nothing new
+        return writer
+
+
+def _forget_writers() -> None:
+    """In a forked child: the parent's writer threads do not exist there."""
+    global _WRITERS_GUARD
+    _WRITERS_GUARD = threading.Lock()
+    _WRITERS.clear()
+
+
+os.register_at_fork(after_in_child=_forget_writers)
+
+
+def write_committed_soon(runtime: Any, state: Mapping[str, Any], config: RunnableConfig) -> Future[list[str]]:
+    """``write_committed`` on the folder's writer thread; wait for the result before the pass ends.
+
+    NOTE: the router waits for it before it takes the finished steps, so a failed write
+    leaves them in the pool (a retried pass takes them, nothing runs twice), and the
+    checkpoint after a pass follows the lines of the state it read (a crash repeats a
+    pass, never skips one's lines). Meanwhile the pass waits for steps, instead of
+    waiting on the log's file and index writes.
+
+    Args:
+        runtime: The team runtime.
+        state: The committed state the pass read.
+        config: The run's config (the writer thread has no LangGraph context).
+
+    Returns:
+        The future of the lines written.
+    """
+    folder = log_folder(runtime, config)
+    if folder is None:
+        done: Future[list[str]] = Future()
+        done.set_result([])
+        return done
+    return _writer(folder).submit(write_committed, runtime, state, config)

@@ -11,7 +11,7 @@ import math
 
 import pytest
 from langchain_core.messages import AIMessage
-from langchain_core.tools import BaseTool, ToolException, tool
+from langchain_core.tools import BaseTool, tool
 from tools_fixtures import R1, R2, agent, context_for, effects_of, request, result_of, run
 
 from teamgraph.governance.gate import GATE_KEY

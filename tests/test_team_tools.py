@@ -672,7 +672,7 @@ def test_addressing_yourself_is_an_error(run_team):
     )
     for tool in ("send_message_to_sub_agent", "ask_sub_agent"):
         assert error_codes(run, LEADER, tool) == [errors.SELF_ADDRESS]
-    assert error_codes(run, "Researcher_1", "ask_other_agent") == [errors.SELF_ADDRESS, errors.WRONG_TOOL]
+    assert error_codes(run, "Researcher_1", "ask_other_agent") == [errors.SELF_ADDRESS, errors.NOT_A_MEMBER]
     assert run.requests() == {}
     assert run.status("Researcher_1") == "idle"
 

@@ -135,7 +135,7 @@ def test_ask_other_agent_refuses_yourself_the_leader_and_unknown_agents(runtime)
     member = context_for(runtime, R1)
 
     assert refused(ask_other_agent, member, display_name=R1, question="?").code == errors.SELF_ADDRESS
-    assert refused(ask_other_agent, member, display_name=LEADER, question="?").code == errors.WRONG_TOOL
+    assert refused(ask_other_agent, member, display_name=LEADER, question="?").code == errors.NOT_A_MEMBER
     unknown = refused(ask_other_agent, member, display_name="Nobody_9", question="?")
     assert unknown.code == errors.UNKNOWN_AGENT and R2 in str(unknown)  # NOTE: it lists the active members
     [opened] = effects_of(run(ask_other_agent, member, display_name=R2, question="Sources?"))

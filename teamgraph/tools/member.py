@@ -33,7 +33,7 @@ def ask_other_agent(display_name: str, question: str, context: ToolContext) -> C
         question: A specific question.
     """
     if display_name == LEADER:
-        raise fail("To ask the Team Leader, use ask_master.", code=errors.WRONG_TOOL)
+        raise fail("To ask the Team Leader, use ask_master.", code=errors.NOT_A_MEMBER)
     return ask_agent(context, display_name, question, tool="ask_other_agent")
 
 

@@ -7,6 +7,7 @@ and the scenario tests, through ``scripting.error_codes``).
 
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 
 import pytest
@@ -108,6 +109,8 @@ def test_the_vocabulary_is_closed_and_every_constant_is_in_it():
     assert len(errors.ERROR_CODES) == 18
     with pytest.raises(ToolException):
         raise fail("x", code=errors.FORBIDDEN)
+    copied = pickle.loads(pickle.dumps(fail("Not you.", code=errors.SELF_ADDRESS)))
+    assert (str(copied), copied.code) == ("Not you.", errors.SELF_ADDRESS)
     assert errors.code_of(ToolException("plain")) == errors.TOOL_FAILED
 
 

@@ -11,7 +11,8 @@ lists every code.
 
 from __future__ import annotations
 
-from typing import Final, Literal, NamedTuple, get_args
+from functools import partial
+from typing import Any, Final, Literal, NamedTuple, get_args
 
 from langchain_core.tools import ToolException
 
@@ -87,6 +88,10 @@ class ToolError(ToolException):
     def __init__(self, problem: str, *, code: ErrorCode) -> None:
         super().__init__(problem)
         self.code: ErrorCode = code
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # NOTE: an exception is copied and pickled through its args; the code is keyword-only
+        return (partial(ToolError, code=self.code), self.args)
 
 
 def code_of(exc: ToolException) -> ErrorCode:

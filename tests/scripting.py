@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from langchain_core.messages import AIMessage, HumanMessage
 
+from teamgraph.messaging.results import error_of
+
 
 def call(tool: str, /, **args) -> dict:
     """One tool call of a scripted turn."""
@@ -69,6 +71,14 @@ def quiet(turns: int = 12) -> list[str]:
 def errors_of(run, name: str) -> list[str]:
     """The error results of ``name``'s tool calls in a TeamRun."""
     return [str(m.content) for m in run.tool_results(name) if m.status == "error"]
+
+
+def error_codes(run, name: str, tool: str | None = None) -> list[str | None]:
+    """The codes (``teamgraph/tools/errors.py``) of the error results of ``name``'s calls (to ``tool``), in order.
+
+    A result the router gave as an error (a deadlock) has no code: None.
+    """
+    return [error_of(m) for m in run.tool_results(name, tool) if m.status == "error"]
 
 
 def chunks(run, name: str) -> list[str]:

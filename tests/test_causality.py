@@ -7,6 +7,8 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from teamgraph import Policy
 from teamgraph.messaging.envelopes import LEADER
+from teamgraph.messaging.results import error_of
+from teamgraph.tools import errors
 from tests.invariants import assert_team_invariants
 from tests.scripting import act, call, quiet
 
@@ -143,5 +145,5 @@ def test_writing_the_same_custom_role_again_succeeds_a_different_one_is_refused(
     run.send("Make a role")
     first, again, other = run.tool_results(LEADER, "create_custom_agent")
     assert first.status != "error" and again.status != "error"
-    assert other.status == "error" and "analyst" in other.content
+    assert (other.status, error_of(other)) == ("error", errors.BAD_ARGUMENT) and "analyst" in other.content
     assert (team_home / "roles" / "analyst.md").read_text().rstrip().endswith("Analyse.")

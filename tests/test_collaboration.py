@@ -36,6 +36,7 @@ from scripting import (
     after_seconds,
     call,
     chunks,
+    error_codes,
     errors_of,
     on_message,
     quiet,
@@ -46,6 +47,8 @@ from teamgraph import Policy
 from teamgraph.messaging import envelopes
 from teamgraph.messaging.envelopes import clip
 from teamgraph.messaging.results import plan_submitted
+from teamgraph.tools import errors
+from teamgraph.tools.protocols import MESSAGE_TYPES
 
 LEADER = "Team Leader"
 PM, TM = "Project Manager_1", "Task Manager_1"
@@ -250,11 +253,8 @@ def test_only_the_master_and_the_task_manager_assign_work(clocked_team):
     )
     run.send("Go")
 
-    (error,) = errors_of(run, PM)
-    assert error.startswith(
-        "Error: permission denied: Project Manager_1 (project-manager, level L2) may not call assign_agent_work"
-    )
-    assert "Who may: levels L1, or roles task-manager." in error
+    assert error_codes(run, PM) == [errors.FORBIDDEN]
+    assert "task-manager" in errors_of(run, PM)[0]  # NOTE: it says who may
     assert run.history(R1) == [] and run.status(R1) == "idle"
 
 
@@ -286,45 +286,31 @@ def test_calling_the_master_or_yourself_is_refused_and_the_error_says_so(clocked
     )
     run.send("Go")
 
-    master = "Error: You cannot call the master (the Team Leader). Use ask_master for decisions."
-    yourself = "Error: You cannot call yourself."
-    assert errors_of(run, PM) == [
-        master,
-        yourself,
-        master,
-        yourself,
-        (
-            "Error: No active member named 'Researcher_9'. Active members: Project Manager_1, Researcher_1, "
-            "Researcher_2. Use the exact display name, e.g. 'UI Operator_1'."
-        ),
-    ]
-    assert errors_of(run, LEADER) == [master, master]
+    master, yourself = errors.NOT_A_MEMBER, errors.SELF_ADDRESS
+    assert error_codes(run, PM) == [master, yourself, master, yourself, errors.UNKNOWN_AGENT]
+    unknown = errors_of(run, PM)[-1]
+    assert "'Researcher_9'" in unknown and all(name in unknown for name in (PM, R1, R2))  # NOTE: who there is
+    assert error_codes(run, LEADER) == [master, master]
     # Nothing was sent: no request, and nobody else was woken.
     assert run.requests() == {}
     assert run.history(R1) == [] and run.history(R2) == []
 
 
 @pytest.mark.parametrize(
-    "args, problem",
+    "args, code",
     [
-        ({"project_name": "escape", "files": ["../secret.txt"]}, "'../secret.txt' is outside the project folder."),
-        (
-            {"project_name": "escape", "files": ["notes/../../other/plan.md"]},
-            "'notes/../../other/plan.md' is outside the project folder.",
-        ),
-        ({"project_name": "escape", "files": ["/etc/passwd"]}, "'/etc/passwd' is outside the project folder."),
-        ({"project_name": "escape", "files": ["link/secret.txt"]}, "'link/secret.txt' is outside the project folder."),
-        (
-            {"project_name": "escape", "files": ["ok.md", "../../../home.db"]},
-            "'../../../home.db' is outside the project folder.",
-        ),
-        ({"files": ["notes.md"]}, "files need a project_name: they are paths inside project/{project_name}/."),
-        ({"project_name": "../escape", "files": ["notes.md"]}, "'../escape' is not a valid project_name"),
+        ({"project_name": "escape", "files": ["../secret.txt"]}, errors.FORBIDDEN),
+        ({"project_name": "escape", "files": ["notes/../../other/plan.md"]}, errors.FORBIDDEN),
+        ({"project_name": "escape", "files": ["/etc/passwd"]}, errors.FORBIDDEN),
+        ({"project_name": "escape", "files": ["link/secret.txt"]}, errors.FORBIDDEN),
+        ({"project_name": "escape", "files": ["ok.md", "../../../home.db"]}, errors.FORBIDDEN),
+        ({"files": ["notes.md"]}, errors.BAD_ARGUMENT),
+        ({"project_name": "../escape", "files": ["notes.md"]}, errors.BAD_ARGUMENT),
     ],
     ids=["parent", "dotdot-inside", "absolute", "symlink-out", "one-bad-of-two", "no-project", "bad-project"],
 )
 @pytest.mark.parametrize("tool", ["call_agent", "call_agents", "assign_agent_work"])
-def test_files_outside_project_folder_are_refused(clocked_team, tmp_path, args, problem, tool):
+def test_files_outside_project_folder_are_refused(clocked_team, tmp_path, args, code, tool):
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "secret.txt").write_text("secret")
@@ -346,8 +332,7 @@ def test_files_outside_project_folder_are_refused(clocked_team, tmp_path, args, 
     run.send("Go")
 
     caller = LEADER if tool == "assign_agent_work" else PM
-    errors = errors_of(run, caller)
-    assert len(errors) == 1 and errors[0].startswith("Error: " + problem), errors
+    assert error_codes(run, caller) == [code]
     assert run.requests() == {}
     assert run.history(R1) == [] and run.history(R2) == []
 
@@ -393,12 +378,8 @@ def test_an_unknown_message_type_is_an_error_that_lists_the_valid_types(clocked_
     )
     run.send("Go")
 
-    assert errors_of(run, PM) == [
-        (
-            "Error: Unknown message type 'shout'. Valid types: message, broadcast, shutdown_request, "
-            "shutdown_response, plan_approval_response."
-        )
-    ]
+    assert error_codes(run, PM) == [errors.BAD_ARGUMENT]
+    assert all(kind in errors_of(run, PM)[0] for kind in MESSAGE_TYPES)  # NOTE: it lists the valid types
     assert run.history(R1) == []
     assert not any(d["sender"] == PM and d["to"] == R1 for d in run.deliveries().values())
 
@@ -466,7 +447,7 @@ def test_shutdown_request_and_shutdown_response_are_message_types(clocked_team, 
     assert briefs_in(run, R1)[0] == brief(
         "Shutdown request", LEADER, "ShutdownRequest", "Your part is done.", "shutdown_1"
     )
-    assert errors_of(run, R1) == ["Error: Give a reason (content) when you reject a shutdown request."]
+    assert error_codes(run, R1) == [errors.BAD_ARGUMENT]
     record = run.request("shutdown_1")
     if approve:
         assert record["status"] == "approved"

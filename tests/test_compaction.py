@@ -25,7 +25,6 @@ from context_fixtures import (
     reader_team,
 )
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
-from langchain_core.tools import ToolException
 from langchain_openai import ChatOpenAI
 from pydantic import ValidationError
 from scripting import act, call, quiet
@@ -36,6 +35,8 @@ from teamgraph.models.calls import COMPACTION_KEY
 from teamgraph.nodes.compaction import COMPACTION_PROMPT
 from teamgraph.nodes.model_view import context_window
 from teamgraph.roles.budget import BUDGET_NOTICE_KEY
+from teamgraph.tools import errors
+from teamgraph.tools.errors import ToolError
 from teamgraph.tools.files import read_range
 
 # --- the 500-call member ------------------------------------------------------------------
@@ -254,9 +255,10 @@ def test_a_5_mb_file_is_cut_for_the_model_with_a_note_that_read_file_follows(tmp
 
 @pytest.mark.parametrize(("offset", "limit"), [(-1, 10), (0, 0)])
 def test_a_bad_read_range_is_refused_naming_offset_and_limit(offset, limit):
-    expected = f"offset must be >= 0 and limit >= 1 \\(got offset={offset}, limit={limit}\\)"
-    with pytest.raises(ToolException, match=expected):
+    with pytest.raises(ToolError) as caught:
         read_range("some text", "notes.md", offset=offset, limit=limit)
+    assert caught.value.code == errors.BAD_ARGUMENT
+    assert f"offset={offset}" in str(caught.value) and f"limit={limit}" in str(caught.value)
 
 
 def _usage(total: int) -> dict[str, int]:

@@ -18,12 +18,13 @@ import pytest
 from fidelity_fixtures import envelopes_in, has_envelope
 from langchain_core.messages import SystemMessage
 from pydantic import ValidationError
-from scripting import act, call
+from scripting import act, call, error_codes
 
 from teamgraph import Policy
 from teamgraph.graph.guarded import ResumeValueError
 from teamgraph.messaging import notices
 from teamgraph.messaging.results import plan_submitted
+from teamgraph.tools import errors
 
 LEADER = "Team Leader"
 MEMBER = "Researcher_1"
@@ -551,11 +552,8 @@ def test_escalating_a_request_that_does_not_wait_for_the_leader_is_an_error(hitl
     out = run.send("Research X")
 
     assert run.interrupt_of(out) is None
-    errors = run.tool_texts(LEADER, "escalate_to_user")
-    assert errors == [
-        "Error: 'ask_9' is not a request waiting for you. Waiting for you: ask_1.",
-        "Error: 'ask_1' is not a request waiting for you. Waiting for you: none.",
-    ]
+    assert error_codes(run, LEADER, "escalate_to_user") == [errors.UNKNOWN_REQUEST] * 2
+    assert len(run.tool_results(LEADER, "escalate_to_user")) == 2
     assert run.request("ask_1")["route"] == LEADER
     assert run.request("ask_1")["status"] == "answered"
 
@@ -928,10 +926,10 @@ def test_histories_hold_each_message_once_after_every_resume(hitl_team):
 
     run.send("Go")  # every call below checks: no message twice, histories only appended to
     snapshot()
-    errors = []
+    resume_errors = []
     for value in ({"ask_1": {"approve": True}}, {"nope": "x"}, {"approval_2": {"approve": True}}, {"ask_1": "Docs."}):
         paused = run.interrupt_of(run.resume(value))
-        errors.append(paused.get("error") if paused else None)
+        resume_errors.append(paused.get("error") if paused else None)
         snapshot()
 
     assert run.pause() is None
@@ -943,7 +941,7 @@ def test_histories_hold_each_message_once_after_every_resume(hitl_team):
     assert [c for t, c in final["UI Operator_1"] if t == "AIMessage"] == ["", "", "Page drawn."]
     assert [c for t, c in final["Code Reviewer_1"] if t == "AIMessage"] == ["", "", "Reviewed."]
     assert [c for t, c in final[LEADER] if t == "AIMessage"][-1] == "Final report."
-    assert [e is not None for e in errors] == [True, True, False, False]
+    assert [e is not None for e in resume_errors] == [True, True, False, False]
     # Refused resumes changed no request (the colleagues kept working: pause="immediately").
     assert requests[1] == requests[0] and requests[2] == requests[1]
     assert requests[0]["ask_1"]["status"] == requests[0]["approval_2"]["status"] == "pending"

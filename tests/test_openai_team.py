@@ -8,6 +8,8 @@ import pytest
 from langchain_core.messages import AIMessageChunk
 
 from teamgraph import Team
+from teamgraph.messaging.results import error_of
+from teamgraph.tools import errors
 
 LEADER = "Team Leader"
 
@@ -80,9 +82,9 @@ def test_tool_calls_round_trip_over_http(openai_team):
     assert first["model"] == "gpt-test"
     assert "create_sub_agent" in {t["function"]["name"] for t in first["tools"]}
     # The malformed arguments came back to the member as an error it could fix.
-    tool_results = [m.content for m in team.history(config, "Researcher_1") if m.type == "tool"]
-    assert tool_results[0].startswith("Error: the arguments of your write_file call could not be used")
-    assert tool_results[1].startswith("Wrote 7 characters")
+    tool_results = [m for m in team.history(config, "Researcher_1") if m.type == "tool"]
+    assert error_of(tool_results[0]) == errors.INVALID_CALL
+    assert tool_results[1].content.startswith("Wrote 7 characters")
 
 
 def test_streamed_tokens_are_tagged_with_the_agent(openai_team):
@@ -102,11 +104,11 @@ def test_streamed_tokens_are_tagged_with_the_agent(openai_team):
 
 
 def test_provider_errors_are_retried(openai_team):
-    errors = [
+    provider_errors = [
         {"error": {"status": 500, "message": "upstream hiccup", "retry_after": 0.01}},
         {"error": {"status": 429, "message": "slow down", "retry_after": 0.01}},
     ]
-    server, team, graph = openai_team(DELEGATION, errors=errors)
+    server, team, graph = openai_team(DELEGATION, errors=provider_errors)
     config = {"configurable": {"thread_id": "retry"}}
 
     out = graph.invoke({"messages": [("user", "Cookies or JWT?")]}, config)
@@ -166,7 +168,8 @@ def test_arguments_that_are_json_but_not_an_object_come_back_as_an_error_to_the_
     out = graph.invoke({"messages": [("user", "Cookies or JWT?")]}, config)
 
     first = next(m for m in team.history(config, LEADER) if m.type == "tool")
-    assert first.status == "error" and "not an object" in first.content and "role_id" in first.content
+    assert (first.status, error_of(first)) == ("error", errors.INVALID_CALL)
+    assert "role_id" in first.content  # NOTE: it names the expected arguments
     assert out["agents"]["Researcher_1"]["status"] == "idle"
     assert out["messages"][-1].content == "Done."
 
@@ -187,7 +190,7 @@ def test_a_member_sending_non_object_arguments_is_told_and_goes_on(openai_team, 
     out = graph.invoke({"messages": [("user", "Notes please")]}, config)
 
     results = [m for m in team.history(config, "Researcher_1") if m.type == "tool"]
-    assert results[0].status == "error" and "not an object" in results[0].content
+    assert (results[0].status, error_of(results[0])) == ("error", errors.INVALID_CALL)
     assert out["agents"]["Researcher_1"]["status"] == "idle"
     assert (team.runtime.project_folder(config) / "notes.md").read_text() == "ok"
 
@@ -210,7 +213,7 @@ def test_absurd_time_outs_are_refused_and_the_thread_goes_on(openai_team, second
     out = graph.invoke({"messages": [("user", "Go")]}, config)
 
     result = [m for m in team.history(config, LEADER) if m.type == "tool"][-1]
-    assert result.status == "error" and "timeoutSeconds" in result.content
+    assert (result.status, error_of(result)) == ("error", errors.BAD_ARGUMENT) and "timeoutSeconds" in result.content
     assert out["messages"][-1].content == "Done."
     graph.invoke({"messages": [("user", "Again")]}, config)  # the thread can still continue
 
@@ -230,7 +233,7 @@ def test_a_custom_role_with_a_model_the_team_cannot_build_is_refused_and_the_hom
     out = graph.invoke({"messages": [("user", "Make a role")]}, config)
 
     result = next(m for m in team.history(config, LEADER) if m.type == "tool")
-    assert result.status == "error" and "nosuchprovider:x" in result.content
+    assert (result.status, error_of(result)) == ("error", errors.BAD_ARGUMENT) and "nosuchprovider:x" in result.content
     assert out["messages"][-1].content == "Done."
     assert not (tmp_path / "roles" / "analyst.md").exists()
     Team(model="openai:gpt-test", home=tmp_path).compile()  # a new process could open the home

@@ -12,10 +12,11 @@ from collections import Counter
 import pytest
 from fidelity_fixtures import env, envelopes_in, has_envelope, parsed
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-from scripting import act, call, reply_when_done, types
+from scripting import act, call, error_codes, reply_when_done, types
 
 from teamgraph import Policy, RoleFileError
 from teamgraph.messaging import notices
+from teamgraph.tools import errors
 
 LEADER = "Team Leader"
 
@@ -547,9 +548,7 @@ def test_a_message_to_a_member_terminated_earlier_in_the_same_step_is_refused(ru
         }
     )
     # The sender learns at once, from the tool result, that nothing was sent.
-    assert run.tool_result(LEADER, "send_message_to_sub_agent") == (
-        "Error: Researcher_1 was terminated by an earlier call of this step."
-    )
+    assert error_codes(run, LEADER, "send_message_to_sub_agent") == [errors.AGENT_ENDED]
     assert not any("Late news." in str(m.content) for m in run.history("Researcher_1"))
 
 

@@ -15,11 +15,13 @@ import pytest
 from fidelity_fixtures import env, envelopes_in, parsed
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
-from scripting import act, call, errors_of, reply_when_done, types
+from scripting import act, call, error_codes, errors_of, reply_when_done, types
 
 from teamgraph import RoleFileError, ScriptedChatModel, Team
 from teamgraph.messaging import notices
 from teamgraph.messaging.envelopes import ENVELOPE_KEY
+from teamgraph.messaging.results import error_of
+from teamgraph.tools import errors
 
 LEADER = "Team Leader"
 BUILTIN_MEMBER_ROLES = {
@@ -108,11 +110,9 @@ def test_terminate_sub_agent_ends_the_member_for_good(run_team):
     assert run.status("Researcher_1") == "terminated"
     active = json.loads(run.tool_result(LEADER, "list_active_sub_agents"))
     assert [row["display_name"] for row in active] == ["UI Operator_1"]
-    refused = run.tool_result(LEADER, "send_message_to_sub_agent")
-    assert refused.startswith("Error: ")
-    assert "Researcher_1" in refused and "terminated" in refused
-    assert "Active members: UI Operator_1" in refused
-    assert run.tool_results(LEADER, "terminate_sub_agent")[1].status == "error"
+    assert error_codes(run, LEADER, "send_message_to_sub_agent") == [errors.AGENT_ENDED]
+    assert "UI Operator_1" in run.tool_result(LEADER, "send_message_to_sub_agent")  # NOTE: it lists who is active
+    assert error_codes(run, LEADER, "terminate_sub_agent") == [errors.AGENT_ENDED]
     assert json.loads(run.tool_result(LEADER, "get_sub_agent_status"))["Researcher_1"]["status"] == "terminated"
     # Nothing reached the terminated member.
     assert run.history("Researcher_1") == []
@@ -462,9 +462,9 @@ def test_create_custom_agent_refuses_an_invalid_role_and_the_leader_goes_on(run_
             ]
         }
     )
-    bad_id, bad_name = (str(m.content) for m in run.tool_results(LEADER, "create_custom_agent"))
-    assert bad_id.startswith("Error: ") and "id" in bad_id and "Data Analyst!" in bad_id
-    assert bad_name.startswith("Error: ") and "name" in bad_name
+    assert error_codes(run, LEADER, "create_custom_agent") == [errors.BAD_ARGUMENT] * 2
+    bad_id = run.tool_result(LEADER, "create_custom_agent")
+    assert "Data Analyst!" in bad_id  # NOTE: it names the value to fix
     roles = run.team.home / "roles"
     assert not roles.exists() or not list(roles.glob("*.md"))
     assert set(run.team.roles) == {"team-leader", *BUILTIN_MEMBER_ROLES}
@@ -579,10 +579,9 @@ def test_file_tools_refuse_paths_outside_the_project_folder(make_team, tmp_path)
 
     results = run.tool_results("UI Operator_1")
     assert len(results) == len(OUTSIDE_CALLS)
+    assert error_codes(run, "UI Operator_1") == [errors.FORBIDDEN] * len(OUTSIDE_CALLS)
     for tool_call, result in zip(OUTSIDE_CALLS, results, strict=True):
         text = str(result.content)
-        assert result.status == "error", (tool_call, text)
-        assert text.startswith("Error: ") and "project folder" in text, (tool_call, text)
         assert "top secret" not in text and "root:x" not in text, (tool_call, text)
     assert not (run.team.home / "escaped.txt").exists()
     assert not (outside / "escaped.txt").exists()
@@ -598,8 +597,8 @@ def test_read_file_of_a_missing_file_says_how_to_find_files(run_team):
             "Researcher_1": [act(call("read_file", path="notes.md")), "No notes."],
         }
     )
-    result = run.tool_result("Researcher_1", "read_file")
-    assert result.startswith("Error: ") and "notes.md" in result and "list_files" in result
+    assert error_codes(run, "Researcher_1", "read_file") == [errors.UNKNOWN_PATH]
+    assert "list_files" in run.tool_result("Researcher_1", "read_file")  # NOTE: it names the tool that lists them
 
 
 # --- bad input --------------------------------------------------------------------
@@ -615,12 +614,11 @@ def test_unknown_role_is_an_error_that_lists_the_roles(run_team):
             ]
         }
     )
-    wizard, leader = (str(m.content) for m in run.tool_results(LEADER, "create_sub_agent"))
-    assert wizard.startswith("Error: ") and "'wizard'" in wizard
+    assert error_codes(run, LEADER, "create_sub_agent") == [errors.UNKNOWN_ROLE] * 2
+    wizard = run.tool_result(LEADER, "create_sub_agent")
     listed = wizard.split("Available roles:")[1]
     assert all(role in listed for role in BUILTIN_MEMBER_ROLES)
     assert "team-leader" not in listed
-    assert leader.startswith("Error: ")
     assert set(run.agents()) == {LEADER}
     assert run.user_replies() == ["No such role."]
 
@@ -647,10 +645,9 @@ def test_unknown_member_is_an_error_that_lists_the_members(run_team, tool_call):
             ]
         }
     )
+    assert error_codes(run, LEADER, tool_call["name"]) == [errors.UNKNOWN_AGENT]
     result = run.tool_result(LEADER, tool_call["name"])
-    assert result.startswith("Error: ")
-    assert "UI Operator_7" in result
-    assert "UI Operator_1" in result and "Researcher_1" in result
+    assert "UI Operator_1" in result and "Researcher_1" in result  # NOTE: it lists the members by name
     assert run.user_replies() == ["Checked."]
 
 
@@ -674,11 +671,8 @@ def test_addressing_yourself_is_an_error(run_team):
         }
     )
     for tool in ("send_message_to_sub_agent", "ask_sub_agent"):
-        result = run.tool_result(LEADER, tool)
-        assert result.startswith("Error: ") and "yourself" in result
-    to_self, to_leader = (str(m.content) for m in run.tool_results("Researcher_1", "ask_other_agent"))
-    assert to_self.startswith("Error: ") and "yourself" in to_self
-    assert to_leader.startswith("Error: ") and "ask_master" in to_leader
+        assert error_codes(run, LEADER, tool) == [errors.SELF_ADDRESS]
+    assert error_codes(run, "Researcher_1", "ask_other_agent") == [errors.SELF_ADDRESS, errors.NOT_A_MEMBER]
     assert run.requests() == {}
     assert run.status("Researcher_1") == "idle"
 
@@ -710,17 +704,14 @@ def test_answering_an_unknown_or_answered_question_is_an_error(run_team):
             ],
         }
     )
-    again, unknown = (str(m.content) for m in run.tool_results(LEADER, "answer_sub_agent_question")[1:])
-    assert again.startswith("Error: ") and "ask_1" in again and "already answered" in again
-    assert unknown.startswith("Error: ") and "ask_99" in unknown
+    assert error_codes(run, LEADER, "answer_sub_agent_question") == [errors.ALREADY_ANSWERED, errors.UNKNOWN_REQUEST]
     # The first answer stands.
     assert "Blue." in run.tool_result("UI Operator_1", "ask_master")
     assert "Red." not in run.tool_result("UI Operator_1", "ask_master")
     assert "Blue." in run.requests()["ask_1"]["answer"]
     # A member cannot answer a question addressed to the leader, nor an unknown one.
     for member in ("UI Operator_1", "Researcher_1"):
-        result = run.tool_result(member, "answer_other_agent")
-        assert result.startswith("Error: ") and "Unknown question id" in result
+        assert error_codes(run, member, "answer_other_agent") == [errors.UNKNOWN_REQUEST]
     assert run.user_replies() == ["Done."]
 
 
@@ -740,8 +731,8 @@ def test_unknown_question_error_does_not_list_a_question_answered_in_the_same_st
             "UI Operator_1": [act(call("ask_master", question="Colour?")), "Designed."],
         }
     )
+    assert error_codes(run, LEADER, "answer_sub_agent_question") == [errors.UNKNOWN_REQUEST]
     unknown = run.tool_result(LEADER, "answer_sub_agent_question", 1)
-    assert unknown.startswith("Error: Unknown question id 'ask_9'")
     waiting = unknown.split("Questions waiting for your answer:")[1]
     assert "ask_1" not in waiting, unknown
 
@@ -760,11 +751,8 @@ def test_unknown_question_error_does_not_list_a_question_answered_in_the_same_st
 )
 def test_missing_or_ill_typed_arguments_are_an_error_result_and_the_agent_goes_on(run_team, tool_call, problem):
     run = run_team({LEADER: [act(tool_call), "Recovered."]})
-    result = run.tool_results(LEADER, tool_call["name"])[0]
-    assert result.status == "error"
-    assert result.content.startswith("Error: ")
-    assert problem in result.content
-    assert "Expected arguments" in result.content
+    assert error_codes(run, LEADER, tool_call["name"]) == [errors.INVALID_CALL]
+    assert problem in run.tool_result(LEADER, tool_call["name"])  # NOTE: it names the argument to fix
     assert run.user_replies() == ["Recovered."]
 
 
@@ -779,9 +767,9 @@ def test_member_tool_call_with_missing_arguments_is_an_error_and_the_member_goes
             ],
         }
     )
-    errors = errors_of(run, "Researcher_1")
-    assert len(errors) == 2
-    assert "content" in errors[0] and "question" in errors[1]
+    assert error_codes(run, "Researcher_1") == [errors.INVALID_CALL] * 2
+    missing = errors_of(run, "Researcher_1")
+    assert "content" in missing[0] and "question" in missing[1]
     assert run.requests() == {}
     assert run.history("Researcher_1")[-1].content == "Notes written."
     assert run.status("Researcher_1") == "idle"
@@ -808,8 +796,7 @@ def test_malformed_json_tool_arguments_are_an_error_tool_message_and_the_agent_g
     bad_id = first.invalid_tool_calls[0]["id"]
     answers = [m for m in leader if isinstance(m, ToolMessage) and m.tool_call_id == bad_id]
     assert len(answers) == 1
-    assert answers[0].status == "error"
-    assert "create_sub_agent" in answers[0].content and "JSON" in answers[0].content
+    assert (answers[0].status, error_of(answers[0])) == ("error", errors.INVALID_CALL)
     # The valid call of the same message ran, and the leader went on.
     assert set(run.agents()) == {LEADER, "Researcher_1", "UI Operator_1"}
     assert run.user_replies() == ["Team ready."]
@@ -822,9 +809,9 @@ def test_calling_a_tool_the_agent_does_not_have_lists_its_tools(run_team):
             "Researcher_1": [act(call("create_sub_agent", role_id="researcher")), "Cannot create members."],
         }
     )
+    assert error_codes(run, "Researcher_1") == [errors.UNKNOWN_TOOL]
     [error] = errors_of(run, "Researcher_1")
-    assert "create_sub_agent" in error
-    assert "ask_master" in error and "read_file" in error
+    assert "ask_master" in error and "read_file" in error  # NOTE: it lists the agent's tools
     assert set(run.agents()) == {LEADER, "Researcher_1"}
 
 

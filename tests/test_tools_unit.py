@@ -11,7 +11,7 @@ import math
 
 import pytest
 from langchain_core.messages import AIMessage
-from langchain_core.tools import BaseTool, ToolException, tool
+from langchain_core.tools import BaseTool, tool
 from tools_fixtures import R1, R2, agent, context_for, effects_of, request, result_of, run
 
 from teamgraph.governance.gate import GATE_KEY
@@ -22,11 +22,12 @@ from teamgraph.protocols.requests import APPROVED, ASK, COUNTER, MEMBER_PLAN, PL
 from teamgraph.records import IDLE, LEADER, LEADER_ROLE_ID, RUNNING, TERMINATED
 from teamgraph.roles import Role
 from teamgraph.runtime import TeamRuntime
-from teamgraph.tools import TOOL_SET_FACTORIES, tool_set
+from teamgraph.tools import TOOL_SET_FACTORIES, errors, tool_set
 from teamgraph.tools.admin import get_agent_config
 from teamgraph.tools.collaboration import assign_agent_work, call_agent, call_agents
 from teamgraph.tools.commands import run_command
 from teamgraph.tools.context import ToolContext
+from teamgraph.tools.errors import ToolError
 from teamgraph.tools.files import read_file, write_file
 from teamgraph.tools.leader import create_sub_agent, get_sub_agent_status, list_agents, sleep, terminate_sub_agent
 from teamgraph.tools.member import answer_other_agent, ask_master, ask_other_agent
@@ -47,10 +48,11 @@ def runtime(tmp_path) -> TeamRuntime:
     return TeamRuntime(home=tmp_path, policy=Policy())
 
 
-def refused(tool_: BaseTool, context: ToolContext, **args) -> str:
-    with pytest.raises(ToolException) as caught:
+def refused(tool_: BaseTool, context: ToolContext, **args) -> ToolError:
+    """The error ``tool_`` raises for ``args`` (assert its ``code``; its text only for what it lists)."""
+    with pytest.raises(ToolError) as caught:
         run(tool_, context, **args)
-    return str(caught.value)
+    return caught.value
 
 
 # --- schemas ---------------------------------------------------------------------------------------------------
@@ -126,15 +128,16 @@ def test_ask_master_defers_an_ask_request_and_refuses_the_leader(runtime):
         "c1",
         "ask_master",
     )
-    assert refused(ask_master, context_for(runtime, LEADER), question="?")
+    assert refused(ask_master, context_for(runtime, LEADER), question="?").code == errors.SELF_ADDRESS
 
 
 def test_ask_other_agent_refuses_yourself_the_leader_and_unknown_agents(runtime):
     member = context_for(runtime, R1)
 
-    assert R1 in refused(ask_other_agent, member, display_name=R1, question="?")
-    assert "ask_master" in refused(ask_other_agent, member, display_name=LEADER, question="?")
-    assert R2 in refused(ask_other_agent, member, display_name="Nobody_9", question="?")  # lists the active members
+    assert refused(ask_other_agent, member, display_name=R1, question="?").code == errors.SELF_ADDRESS
+    assert refused(ask_other_agent, member, display_name=LEADER, question="?").code == errors.NOT_A_MEMBER
+    unknown = refused(ask_other_agent, member, display_name="Nobody_9", question="?")
+    assert unknown.code == errors.UNKNOWN_AGENT and R2 in str(unknown)  # NOTE: it lists the active members
     [opened] = effects_of(run(ask_other_agent, member, display_name=R2, question="Sources?"))
     assert (opened["request_kind"], opened["to"], opened["reply_via"]) == (QUESTION, R2, "tool")
 
@@ -149,8 +152,9 @@ def test_answer_other_agent_answers_once(runtime):
     assert (answer["kind"], answer["request_id"], answer["answer"]) == ("answer", "question_3", "Yes.")
     assert result_of(out).tool_call_id == "c1"
     again = context_for(runtime, R1, requests=[question], effects=[answer])
-    assert "question_3" in refused(answer_other_agent, again, question_id="question_3", answer="No.")
-    assert "question_9" in refused(answer_other_agent, context_for(runtime, R1), question_id="question_9", answer="?")
+    assert refused(answer_other_agent, again, question_id="question_3", answer="No.").code == errors.ALREADY_ANSWERED
+    unknown = refused(answer_other_agent, context_for(runtime, R1), question_id="question_9", answer="?")
+    assert unknown.code == errors.UNKNOWN_REQUEST
 
 
 # --- leader ------------------------------------------------------------------------------------------------------
@@ -171,10 +175,11 @@ def test_create_sub_agent_numbers_members_across_the_book_and_the_step(runtime):
 
 
 def test_create_sub_agent_refuses_unknown_roles_the_leader_role_and_work_before_the_plan(runtime):
-    assert "researcher" in refused(create_sub_agent, context_for(runtime), role_id="astronaut")
-    assert refused(create_sub_agent, context_for(runtime), role_id=LEADER_ROLE_ID)
+    unknown = refused(create_sub_agent, context_for(runtime), role_id="astronaut")
+    assert unknown.code == errors.UNKNOWN_ROLE and "researcher" in str(unknown)  # NOTE: it lists the roles
+    assert refused(create_sub_agent, context_for(runtime), role_id=LEADER_ROLE_ID).code == errors.UNKNOWN_ROLE
     runtime.policy = runtime.policy.model_copy(update={"require_plan": True})
-    assert "propose_plan" in refused(create_sub_agent, context_for(runtime), role_id="researcher")
+    assert refused(create_sub_agent, context_for(runtime), role_id="researcher").code == errors.PLAN_REQUIRED
     approved = context_for(runtime, team={"plan": {"status": APPROVED}})
     assert effects_of(run(create_sub_agent, approved, role_id="researcher"))[0]["kind"] == effects.SPAWN
 
@@ -184,8 +189,8 @@ def test_terminate_and_sleep_check_the_member(runtime):
     context = context_for(runtime, agents=agents)
 
     assert effects_of(run(terminate_sub_agent, context, display_name=R1)) == [effects.terminate(target=R1)]
-    assert "terminated" in refused(terminate_sub_agent, context, display_name=R2)
-    assert refused(terminate_sub_agent, context, display_name=LEADER)
+    assert refused(terminate_sub_agent, context, display_name=R2).code == errors.AGENT_ENDED
+    assert refused(terminate_sub_agent, context, display_name=LEADER).code == errors.SELF_ADDRESS
     [wait] = effects_of(run(sleep, context, wait_sub_agent_output=R1))
     assert (wait["kind"], wait["on"], wait["call_id"]) == ("wait_output", R1, "c1")
     idle = context_for(runtime, agents={**agents, R1: agent("researcher", IDLE)})
@@ -198,7 +203,8 @@ def test_leader_listings(runtime):
     assert "researcher" in roles and LEADER_ROLE_ID not in roles
     status = json.loads(run(get_sub_agent_status, context_for(runtime), display_names=R1))
     assert status[R1]["status"] == RUNNING
-    assert R1 in refused(get_sub_agent_status, context_for(runtime), display_names=["Ghost_1"])
+    ghost = refused(get_sub_agent_status, context_for(runtime), display_names=["Ghost_1"])
+    assert ghost.code == errors.UNKNOWN_AGENT and R1 in str(ghost)
 
 
 # --- protocols ---------------------------------------------------------------------------------------------------
@@ -207,11 +213,11 @@ def test_leader_listings(runtime):
 def test_propose_plan_checks_steps_then_opens_a_plan_request(runtime):
     from teamgraph.tools.protocols import PlanStep
 
-    assert refused(propose_plan, context_for(runtime), summary="S", steps=[])
+    assert refused(propose_plan, context_for(runtime), summary="S", steps=[]).code == errors.BAD_ARGUMENT
     bad_role = [PlanStep(title="A", role_id="astronaut")]
-    assert "astronaut" in refused(propose_plan, context_for(runtime), summary="S", steps=bad_role)
+    assert refused(propose_plan, context_for(runtime), summary="S", steps=bad_role).code == errors.UNKNOWN_ROLE
     forward = [PlanStep(title="A"), PlanStep(title="B", depends_on=[2])]
-    assert "depends_on" in refused(propose_plan, context_for(runtime), summary="S", steps=forward)
+    assert refused(propose_plan, context_for(runtime), summary="S", steps=forward).code == errors.BAD_ARGUMENT
 
     steps = [PlanStep(title="A", role_id="researcher"), PlanStep(title="B", depends_on=[1])]
     [opened] = effects_of(run(propose_plan, context_for(runtime), summary="S", steps=steps, complexity="simple"))
@@ -237,21 +243,24 @@ def test_review_plan_and_shutdown_response_decide_once(runtime):
     )
     assert (answer["request_id"], answer["approve"]) == ("member_plan_2", True)
     twice = context_for(runtime, requests=[plan], effects=[answer])
-    assert refused(review_plan, twice, request_id="member_plan_2", approve=False)
+    assert refused(review_plan, twice, request_id="member_plan_2", approve=False).code == errors.ALREADY_ANSWERED
 
     shutdown = request("shutdown_4", SHUTDOWN, LEADER, R1)
     member = context_for(runtime, R1, requests=[shutdown])
-    assert refused(shutdown_response, member, request_id="shutdown_4", approve=False)  # NOTE: a reject needs a reason
+    no_reason = refused(shutdown_response, member, request_id="shutdown_4", approve=False)
+    assert no_reason.code == errors.BAD_ARGUMENT  # NOTE: a reject needs a reason
     [answer] = effects_of(run(shutdown_response, member, request_id="shutdown_4", approve=False, reason="Busy."))
     assert (answer["approve"], answer["answer"]) == (False, "Busy.")
 
 
 def test_send_message_types(runtime):
-    assert "broadcast" in refused(send_message, context_for(runtime), to=R1, content="x", msg_type="shout")
+    shout = refused(send_message, context_for(runtime), to=R1, content="x", msg_type="shout")
+    assert shout.code == errors.BAD_ARGUMENT and "broadcast" in str(shout)  # NOTE: it lists the types
     sent = effects_of(run(send_message, context_for(runtime, R1), to="*", content="Hi.", msg_type="broadcast"))
     assert [(e["kind"], e["to"]) for e in sent] == [("deliver", R2)]
-    assert refused(send_message, context_for(runtime, R1), to=R2, content="x", msg_type="shutdown_request")
-    assert refused(send_message, context_for(runtime), to=LEADER, content="x")
+    shutdown = refused(send_message, context_for(runtime, R1), to=R2, content="x", msg_type="shutdown_request")
+    assert shutdown.code == errors.FORBIDDEN
+    assert refused(send_message, context_for(runtime), to=LEADER, content="x").code == errors.SELF_ADDRESS
 
 
 # --- sessions ----------------------------------------------------------------------------------------------------
@@ -260,15 +269,16 @@ def test_send_message_types(runtime):
 @pytest.mark.parametrize("seconds", [-1, math.inf, math.nan, effects.MAX_WAIT_SECONDS + 1])
 def test_sessions_send_refuses_bad_time_outs(runtime, seconds):
     member = context_for(runtime, R1)
-    assert "timeoutSeconds" in refused(sessions_send, member, sessionKey=R2, message="m", timeoutSeconds=seconds)
+    bad = refused(sessions_send, member, sessionKey=R2, message="m", timeoutSeconds=seconds)
+    assert bad.code == errors.BAD_ARGUMENT and "timeoutSeconds" in str(bad)
 
 
 def test_sessions_send_blocks_or_notifies(runtime):
     member = context_for(runtime, R1)
 
-    assert refused(sessions_send, member, sessionKey=R1, message="m")
-    assert "ask_master" in refused(sessions_send, member, sessionKey=LEADER, message="m")
-    assert "Ghost_1" in refused(sessions_send, member, sessionKey="Ghost_1", message="m")
+    assert refused(sessions_send, member, sessionKey=R1, message="m").code == errors.SELF_ADDRESS
+    assert refused(sessions_send, member, sessionKey=LEADER, message="m").code == errors.WRONG_TOOL
+    assert refused(sessions_send, member, sessionKey="Ghost_1", message="m").code == errors.UNKNOWN_AGENT
     [note] = effects_of(run(sessions_send, member, sessionKey=LEADER, message="m", timeoutSeconds=0))
     assert (note["kind"], note["to"]) == ("deliver", LEADER)
     [opened] = effects_of(run(sessions_send, member, sessionKey=R2, message="m", timeoutSeconds=30))
@@ -290,8 +300,9 @@ def test_sessions_spawn_creates_a_child_of_a_role_or_uses_a_live_session(runtime
     )
     [opened] = effects_of(run(sessions_spawn, context_for(runtime, R1), task="Dig.", agentId=R2, runTimeoutSeconds=60))
     assert (opened["to"], opened["timeout"]) == (R2, 60)
-    assert refused(sessions_spawn, context_for(runtime, R1), task="Dig.", agentId=LEADER)
-    assert refused(sessions_spawn, context_for(runtime, R1), task="Dig.", runTimeoutSeconds=-5)
+    assert refused(sessions_spawn, context_for(runtime, R1), task="Dig.", agentId=LEADER).code == errors.NOT_A_MEMBER
+    late = refused(sessions_spawn, context_for(runtime, R1), task="Dig.", runTimeoutSeconds=-5)
+    assert late.code == errors.BAD_ARGUMENT
 
 
 # --- collaboration -----------------------------------------------------------------------------------------------
@@ -300,11 +311,12 @@ def test_sessions_spawn_creates_a_child_of_a_role_or_uses_a_live_session(runtime
 def test_collaboration_refuses_the_master_yourself_and_files_outside_the_project(runtime):
     member = context_for(runtime, R1)
 
-    assert "ask_master" in refused(call_agent, member, receiver=LEADER, content="c")
-    assert refused(call_agent, member, receiver=R1, content="c")
-    assert "project_name" in refused(call_agent, member, receiver=R2, content="c", files=["a.md"])
-    assert "outside" in refused(call_agent, member, receiver=R2, content="c", project_name="p", files=["../../x"])
-    assert refused(call_agents, member, receivers=[R2, R2], content="c")
+    assert refused(call_agent, member, receiver=LEADER, content="c").code == errors.NOT_A_MEMBER
+    assert refused(call_agent, member, receiver=R1, content="c").code == errors.SELF_ADDRESS
+    assert refused(call_agent, member, receiver=R2, content="c", files=["a.md"]).code == errors.BAD_ARGUMENT
+    outside = refused(call_agent, member, receiver=R2, content="c", project_name="p", files=["../../x"])
+    assert outside.code == errors.FORBIDDEN
+    assert refused(call_agents, member, receivers=[R2, R2], content="c").code == errors.BAD_ARGUMENT
     opened = effects_of(run(call_agents, member, receivers=[R2], content="c", project_name="p", files=["a.md"]))
     assert [(e["request_kind"], e["to"], e["group"]) for e in opened] == [(QUESTION, R2, True)]
 
@@ -326,8 +338,8 @@ def test_a_task_created_earlier_in_the_step_can_be_updated(runtime):
     later = context_for(runtime, effects=[created])
     [update] = effects_of(run(set_task_status, later, task_id="task_1", status="done"))
     assert (update["kind"], update["task_id"], update["status"]) == ("task_update", "task_1", "done")
-    assert refused(set_task_status, context_for(runtime), task_id="task_1", status="done")
-    assert refused(create_task, context_for(runtime), title="X", assignee="Ghost_1")
+    assert refused(set_task_status, context_for(runtime), task_id="task_1", status="done").code == errors.UNKNOWN_TASK
+    assert refused(create_task, context_for(runtime), title="X", assignee="Ghost_1").code == errors.UNKNOWN_AGENT
 
 
 def test_files_stay_in_the_threads_project_folder(runtime):
@@ -336,7 +348,8 @@ def test_files_stay_in_the_threads_project_folder(runtime):
     run(write_file, context, path="notes/a.md", content="hello")
     assert (runtime.project_dir / "t-7" / "notes" / "a.md").read_text(encoding="utf-8") == "hello"
     assert run(read_file, context, path="notes/a.md") == "hello"
-    assert "outside" in refused(write_file, context, path="../escape.md", content="x")
+    assert refused(write_file, context, path="../escape.md", content="x").code == errors.FORBIDDEN
+    assert refused(read_file, context, path="notes/b.md").code == errors.UNKNOWN_PATH
 
 
 def test_skills_are_written_read_and_given(runtime):
@@ -351,12 +364,15 @@ def test_skills_are_written_read_and_given(runtime):
         "researcher",
         ["cite-sources"],
     )
-    assert refused(endow_skills, context_for(runtime), agent_or_role="Ghost_1", skill_names=["cite-sources"])
+    ghost = refused(endow_skills, context_for(runtime), agent_or_role="Ghost_1", skill_names=["cite-sources"])
+    assert ghost.code == errors.UNKNOWN_AGENT
+    assert refused(read_skill, context_for(runtime), name="no-such-skill").code == errors.UNKNOWN_SKILL
+    assert refused(read_skill, context_for(runtime), name="Not A Name").code == errors.BAD_ARGUMENT
 
 
 def test_admin_and_commands_use_the_runtime_from_the_context(runtime):
     assert json.loads(run(get_agent_config, context_for(runtime), role_id="researcher"))["level"]
-    assert refused(get_agent_config, context_for(runtime), role_id="astronaut")
+    assert refused(get_agent_config, context_for(runtime), role_id="astronaut").code == errors.UNKNOWN_ROLE
     context = context_for(runtime, R1, config={"configurable": {"thread_id": "t-8"}})
     out = run(run_command, context, command='python -c "print(6 * 7)"', timeout=30)
     assert "42" in out

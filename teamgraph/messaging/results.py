@@ -11,11 +11,18 @@ OUTCOME_KEY = "teamgraph_outcome"
 """Where a result the router gives records how the call ended (``timed_out``, ``cancelled``)."""
 TIMED_OUT = "timed_out"
 CANCELLED = "cancelled"
+ERROR_KEY = "teamgraph_error"
+"""Where a tool's error result records its code (``teamgraph/tools/errors.py``: ``unknown_agent``, ...)."""
 
 
 def outcome_of(result: ToolMessage | None) -> str | None:
     """How the router ended a deferred call (``timed_out``, ``cancelled``), or None."""
     return None if result is None else result.additional_kwargs.get(OUTCOME_KEY)
+
+
+def error_of(result: ToolMessage | None) -> str | None:
+    """The code of a tool's error result (``unknown_agent``, ``forbidden``...), or None."""
+    return None if result is None else result.additional_kwargs.get(ERROR_KEY)
 
 
 def timed_out(target: str, request_id: str, seconds: float) -> str:

@@ -24,10 +24,12 @@ from pydantic import ValidationError
 
 from teamgraph.audit.exceptions import RETRIES_KEY, call_with_retry, retried_error
 from teamgraph.governance.gate import rule_call
+from teamgraph.messaging.results import ERROR_KEY
 from teamgraph.models.arguments import NOT_AN_OBJECT, non_object_kind
 from teamgraph.records import Effect
 from teamgraph.runtime import TeamRuntime
 from teamgraph.tools.context import TeamView, ToolContext
+from teamgraph.tools.errors import FORBIDDEN, INVALID_CALL, TOOL_FAILED, UNKNOWN_TOOL, ErrorCode, Refusal, code_of
 
 
 def context_parameter(tool: BaseTool) -> str | None:
@@ -56,8 +58,9 @@ def _validation_problem(tool: BaseTool, exc: ValidationError) -> str:
     )
 
 
-def _error(text: str, call_id: str, name: str, *, retries: list[str] | None = None) -> ToolMessage:
-    extra = {RETRIES_KEY: retries} if retries else {}
+def _error(text: str, call_id: str, name: str, *, code: ErrorCode, retries: list[str] | None = None) -> ToolMessage:
+    """An error result for the model: its English after ``Error:``, its code under ``ERROR_KEY``."""
+    extra: dict[str, Any] = {ERROR_KEY: code, **({RETRIES_KEY: retries} if retries else {})}
     return ToolMessage(
         content=f"Error: {text}", tool_call_id=call_id, name=name, status="error", additional_kwargs=extra
     )
@@ -99,7 +102,7 @@ def _invalid_call_errors(ai: AIMessage, tools: dict[str, BaseTool]) -> list[Tool
         problem = bad.get("error") or (NOT_AN_OBJECT.format(kind=kind) if kind else "not valid JSON")
         expected = f" Expected arguments: {_expected_args(tools[name])}." if name in tools else ""
         text = f"the arguments of your {name} call could not be used: {problem}.{expected} "
-        errors.append(_error(text + "Call it again with a JSON object.", bad.get("id") or "", name))
+        errors.append(_error(text + "Call it again with a JSON object.", bad.get("id") or "", name, code=INVALID_CALL))
     return errors
 
 
@@ -114,13 +117,13 @@ def _invoke(
     except GraphBubbleUp:
         raise
     except ToolException as exc:
-        return _error(str(exc), call_id, name)
+        return _error(str(exc), call_id, name, code=code_of(exc))
     except ValidationError as exc:
-        return _error(_validation_problem(tool, exc), call_id, name)
+        return _error(_validation_problem(tool, exc), call_id, name, code=INVALID_CALL)
     except Exception as exc:  # noqa: BLE001 - a tool bug must not stop the team
         retried = getattr(exc, "teamgraph_failures", None)
         text = retried_error(name, exc) if retried else f"{name} failed: {type(exc).__name__}: {exc}"
-        return _error(text, call_id, name, retries=retried)
+        return _error(text, call_id, name, code=TOOL_FAILED, retries=retried)
 
 
 def run_tool_calls(
@@ -130,7 +133,7 @@ def run_tool_calls(
     config: RunnableConfig,
     *,
     runtime: TeamRuntime,
-    refused: Mapping[str, str] | None = None,
+    refused: Mapping[str, str | Refusal] | None = None,
     retries: int = 0,
 ) -> tuple[list[ToolMessage], list[Effect], list[str]]:
     """Run the tool calls of ``ai`` in order.
@@ -141,7 +144,8 @@ def run_tool_calls(
         view: The team view; each tool's context also holds the effects of the calls before it.
         config: The node's config (callbacks, metadata).
         runtime: The team runtime, for the tools' context.
-        refused: Tools the caller may not use right now, with the reason.
+        refused: Tools the caller may not use right now, with the reason: a :class:`Refusal` (its text
+            and code), or text alone (code ``forbidden``).
         retries: Times a call that fails with a transient error is tried again.
 
     Returns:
@@ -154,10 +158,13 @@ def run_tool_calls(
         name, call_id = call["name"], call["id"] or ""
         tool = tools.get(name)
         if tool is None:
-            step.messages.append(_error(f"there is no tool '{name}'. Your tools: {', '.join(tools)}.", call_id, name))
+            text = f"there is no tool '{name}'. Your tools: {', '.join(tools)}."
+            step.messages.append(_error(text, call_id, name, code=UNKNOWN_TOOL))
             continue
         if refused and name in refused:
-            step.messages.append(_error(refused[name], call_id, name))
+            refusal = refused[name]
+            why = refusal if isinstance(refusal, Refusal) else Refusal(text=refusal, code=FORBIDDEN)
+            step.messages.append(_error(why.text, call_id, name, code=why.code))
             continue
         args = dict(call["args"]) if isinstance(call["args"], dict) else {}
         # NOTE: the permission matrix: refused, or deferred behind an approval (a sensitive call).
@@ -165,7 +172,7 @@ def run_tool_calls(
         if ruling.approval or ruling.refusal:
             step.effects.extend([ruling.approval] if ruling.approval else [])
             step.deferred.extend([call_id] if ruling.approval else [])
-            step.messages.extend([_error(ruling.refusal, call_id, name)] if ruling.refusal else [])
+            step.messages.extend([_error(ruling.refusal, call_id, name, code=FORBIDDEN)] if ruling.refusal else [])
             continue
         injected = context_parameter(tool)
         if injected:

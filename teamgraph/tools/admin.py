@@ -12,6 +12,7 @@ from typing import Any
 from langchain_core.tools import BaseTool, tool
 
 from teamgraph.governance import admin
+from teamgraph.tools import errors
 from teamgraph.tools.context import ToolContext, fail
 from teamgraph.tools.leader import get_sub_agent_status, list_agents
 from teamgraph.tools.skills import governed
@@ -27,7 +28,7 @@ def get_agent_config(role_id: str, context: ToolContext) -> str:
     try:
         return json.dumps(admin.agent_config(context.runtime, role_id), ensure_ascii=False)
     except admin.AgentConfigError as exc:
-        raise fail(str(exc)) from None
+        raise fail(str(exc), code=errors.UNKNOWN_ROLE) from None
 
 
 @tool(parse_docstring=True)

@@ -16,6 +16,7 @@ from langgraph.types import Command
 from teamgraph.messaging import effects
 from teamgraph.protocols.requests import QUESTION
 from teamgraph.records import LEADER, Effect
+from teamgraph.tools import errors
 from teamgraph.tools.context import ToolContext, defer, fail, reply, require_member
 from teamgraph.tools.files import resolve_inside
 
@@ -34,11 +35,16 @@ def collaboration_message(
 ) -> str:
     """The collaboration message: its fields, then the content; files checked to be in the project."""
     if files and not project_name:
-        raise fail("files need a project_name: they are paths inside project/{project_name}/.")
+        raise fail(
+            "files need a project_name: they are paths inside project/{project_name}/.", code=errors.BAD_ARGUMENT
+        )
     lines = [f"sender: {sender}", f"receiver: {receiver}"]
     if project_name:
         if not PROJECT_NAME.fullmatch(project_name):
-            raise fail(f"'{project_name}' is not a valid project_name: use letters, digits, '-', '_' or '.'.")
+            raise fail(
+                f"'{project_name}' is not a valid project_name: use letters, digits, '-', '_' or '.'.",
+                code=errors.BAD_ARGUMENT,
+            )
         lines.append(f"project_name: {project_name}")
         root = project_dir / project_name
         for path in files or []:
@@ -52,9 +58,11 @@ def collaboration_message(
 
 def _check_receiver(context: ToolContext, receiver: str) -> None:
     if receiver == LEADER:
-        raise fail("You cannot call the master (the Team Leader). Use ask_master for decisions.")
+        raise fail(
+            "You cannot call the master (the Team Leader). Use ask_master for decisions.", code=errors.NOT_A_MEMBER
+        )
     if receiver == context.caller:
-        raise fail("You cannot call yourself.")
+        raise fail("You cannot call yourself.", code=errors.SELF_ADDRESS)
     require_member(context, receiver)
 
 
@@ -125,9 +133,9 @@ def call_agents(
         files: Paths inside the project folder.
     """
     if not receivers:
-        raise fail("receivers is empty: name at least one agent.")
+        raise fail("receivers is empty: name at least one agent.", code=errors.BAD_ARGUMENT)
     if len(set(receivers)) != len(receivers):
-        raise fail("receivers names an agent twice.")
+        raise fail("receivers names an agent twice.", code=errors.BAD_ARGUMENT)
     for receiver in receivers:
         _check_receiver(context, receiver)
     opened = [

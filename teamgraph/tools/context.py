@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
-from langchain_core.tools import ToolException
 from langgraph.prebuilt import ToolRuntime
 from langgraph.types import Command
 from pydantic import GetCoreSchemaHandler
@@ -27,6 +26,8 @@ from pydantic_core import CoreSchema, core_schema
 from teamgraph.messaging import effects
 from teamgraph.protocols.requests import QUESTION, is_pending
 from teamgraph.records import ACTIVE, LEADER, AgentRecord, Effect, Request, TeamBook
+from teamgraph.tools import errors
+from teamgraph.tools.errors import ErrorCode, ToolError
 
 if TYPE_CHECKING:
     from teamgraph.roles import Role
@@ -128,13 +129,22 @@ def check_seconds(name: str, value: float, *, zero: str) -> None:
     if not math.isfinite(value) or not 0 <= value <= effects.MAX_WAIT_SECONDS:
         raise fail(
             f"{name} must be 0 ({zero}) or a number of seconds up to {effects.MAX_WAIT_SECONDS} (a week); "
-            f"got {value!r}."
+            f"got {value!r}.",
+            code=errors.BAD_ARGUMENT,
         )
 
 
-def fail(problem: str) -> ToolException:
-    """An error result for the calling agent (it goes on; the run does not stop)."""
-    return ToolException(problem)
+def fail(problem: str, *, code: ErrorCode) -> ToolError:
+    """An error result for the calling agent (it goes on; the run does not stop).
+
+    Args:
+        problem: What was wrong and how to fix it, for the model.
+        code: What went wrong, for programs (``teamgraph/tools/errors.py``); stored on the result.
+
+    Returns:
+        The exception to raise.
+    """
+    return ToolError(problem, code=code)
 
 
 def active_members(context: ToolContext) -> list[str]:
@@ -150,18 +160,26 @@ def terminated_this_step(context: ToolContext, name: str) -> bool:
 def require_member(context: ToolContext, display_name: str) -> AgentRecord:
     """The record of an active member, or an error that lists the active members."""
     if display_name == context.caller:
-        raise fail(f"'{display_name}' is you: you cannot address yourself.")
+        raise fail(f"'{display_name}' is you: you cannot address yourself.", code=errors.SELF_ADDRESS)
     record = context.agents.get(display_name)
     if terminated_this_step(context, display_name):
-        raise fail(f"{display_name} was terminated by an earlier call of this step.")
+        raise fail(f"{display_name} was terminated by an earlier call of this step.", code=errors.AGENT_ENDED)
     if record is None or display_name == LEADER or record["status"] not in ACTIVE:
         members = ", ".join(active_members(context)) or "none"
         state = f" (it is {record['status']})" if record and display_name != LEADER else ""
         raise fail(
             f"No active member named '{display_name}'{state}. Active members: {members}. "
-            "Use the exact display name, e.g. 'UI Operator_1'."
+            "Use the exact display name, e.g. 'UI Operator_1'.",
+            code=member_error(display_name, record),
         )
     return record
+
+
+def member_error(display_name: str, record: AgentRecord | None) -> ErrorCode:
+    """Why ``display_name`` is not an active member: the leader, an agent that ended, or no agent."""
+    if display_name == LEADER:
+        return errors.NOT_A_MEMBER
+    return errors.UNKNOWN_AGENT if record is None else errors.AGENT_ENDED
 
 
 def answered_this_step(context: ToolContext) -> set[str]:
@@ -180,12 +198,13 @@ def require_question(context: ToolContext, question_id: str, *, kinds: set[str])
             if is_pending(r) and r["kind"] in kinds and r.get("route") == context.caller and rid not in answered
         ]
         raise fail(
-            f"Unknown question id '{question_id}'. Questions waiting for your answer: {', '.join(mine) or 'none'}."
+            f"Unknown question id '{question_id}'. Questions waiting for your answer: {', '.join(mine) or 'none'}.",
+            code=errors.UNKNOWN_REQUEST,
         )
     if question_id in answered:
-        raise fail(f"Question '{question_id}' is already answered.")
+        raise fail(f"Question '{question_id}' is already answered.", code=errors.ALREADY_ANSWERED)
     if not is_pending(record):
-        raise fail(f"Question '{question_id}' is already {record['status']}.")
+        raise fail(f"Question '{question_id}' is already {record['status']}.", code=errors.ALREADY_ANSWERED)
     return record
 
 

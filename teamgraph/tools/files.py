@@ -10,6 +10,7 @@ from pathlib import Path
 
 from langchain_core.tools import BaseTool, tool
 
+from teamgraph.tools import errors
 from teamgraph.tools.context import ToolContext, fail
 
 MAX_READ_CHARS = 50_000
@@ -33,7 +34,8 @@ def resolve_inside(root: Path, path: str) -> Path:
     if target != top and top not in target.parents:
         raise fail(
             f"'{path}' is outside the project folder. Use a path relative to it, e.g. 'notes/plan.md', "
-            f"or an absolute path inside {top}."
+            f"or an absolute path inside {top}.",
+            code=errors.FORBIDDEN,
         )
     return target
 
@@ -51,7 +53,9 @@ def read_range(text: str, path: str, *, offset: int, limit: int) -> str:
         The range, with a note when the file goes on after it.
     """
     if offset < 0 or limit < 1:
-        raise fail(f"offset must be >= 0 and limit >= 1 (got offset={offset}, limit={limit}).")
+        raise fail(
+            f"offset must be >= 0 and limit >= 1 (got offset={offset}, limit={limit}).", code=errors.BAD_ARGUMENT
+        )
     end = offset + min(limit, MAX_READ_CHARS)
     if end >= len(text):
         return text[offset:]
@@ -76,7 +80,9 @@ def read_file(path: str, context: ToolContext, offset: int = 0, limit: int = MAX
     """
     target = resolve_inside(project_root(context), path)
     if not target.is_file():
-        raise fail(f"No file '{path}' in the project folder. Use list_files to see what exists.")
+        raise fail(
+            f"No file '{path}' in the project folder. Use list_files to see what exists.", code=errors.UNKNOWN_PATH
+        )
     return read_range(target.read_text(encoding="utf-8", errors="replace"), path, offset=offset, limit=limit)
 
 
@@ -91,7 +97,7 @@ def write_file(path: str, content: str, context: ToolContext) -> str:
     root = project_root(context)
     target = resolve_inside(root, path)
     if target.is_dir():
-        raise fail(f"'{path}' is a folder. Give a file path.")
+        raise fail(f"'{path}' is a folder. Give a file path.", code=errors.BAD_ARGUMENT)
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(content, encoding="utf-8")
     return f"Wrote {len(content)} characters to {target.relative_to(root.resolve())}."
@@ -107,7 +113,7 @@ def list_files(context: ToolContext, path: str = ".") -> str:
     root = project_root(context)
     base = resolve_inside(root, path)
     if not base.is_dir():
-        raise fail(f"No folder '{path}' in the project folder.")
+        raise fail(f"No folder '{path}' in the project folder.", code=errors.UNKNOWN_PATH)
     top = root.resolve()
     entries = sorted(str(p.relative_to(top)) + ("/" if p.is_dir() else "") for p in base.rglob("*"))
     if not entries:

@@ -12,6 +12,7 @@ from teamgraph.messaging import effects
 from teamgraph.protocols.requests import APPROVED, ASK, is_pending
 from teamgraph.records import IDLE, LEADER, LEADER_ROLE_ID, STOPPED
 from teamgraph.roles.model import Level, ToolSetName
+from teamgraph.tools import errors
 from teamgraph.tools.context import (
     ToolContext,
     active_members,
@@ -31,7 +32,8 @@ def require_approved_plan(context: ToolContext) -> None:
     if context.runtime.policy.require_plan and context.team.get("plan", {}).get("status") != APPROVED:
         raise fail(
             "No approved plan yet: this team requires one before you create members or "
-            "delegate. Call propose_plan(summary, steps, complexity) and wait for approval."
+            "delegate. Call propose_plan(summary, steps, complexity) and wait for approval.",
+            code=errors.PLAN_REQUIRED,
         )
 
 
@@ -51,7 +53,7 @@ def create_sub_agent(role_id: str, context: ToolContext, task: str | None = None
     role = roles.get(role_id)
     if role is None or role.is_leader:
         ids = ", ".join(r for r in roles if r != LEADER_ROLE_ID)
-        raise fail(f"Unknown role '{role_id}'. Available roles: {ids}.")
+        raise fail(f"Unknown role '{role_id}'. Available roles: {ids}.", code=errors.UNKNOWN_ROLE)
     name = instance_name(context, role)
     note = "It is working on the task." if task else "It is idle until you message it."
     return reply(
@@ -191,7 +193,8 @@ def get_sub_agent_status(display_names: list[str] | str, context: ToolContext) -
     for name in names:
         if name not in context.agents or name == LEADER:
             members = ", ".join(n for n in context.agents if n != LEADER) or "none"
-            raise fail(f"No member named '{name}'. Members: {members}.")
+            code: errors.ErrorCode = errors.NOT_A_MEMBER if name == LEADER else errors.UNKNOWN_AGENT
+            raise fail(f"No member named '{name}'. Members: {members}.", code=code)
         out[name] = status_row(context, name)
     return json.dumps(out, ensure_ascii=False)
 

@@ -8,6 +8,7 @@ from langgraph.types import Command
 from teamgraph.messaging import effects
 from teamgraph.protocols.requests import ASK, QUESTION
 from teamgraph.records import LEADER
+from teamgraph.tools import errors
 from teamgraph.tools.context import ToolContext, answer_question, ask_agent, defer, fail
 
 
@@ -19,7 +20,7 @@ def ask_master(question: str, context: ToolContext) -> Command:
         question: A specific question; say what you need to decide and the options.
     """
     if context.caller == LEADER:
-        raise fail("You are the Team Leader: there is no master to ask.")
+        raise fail("You are the Team Leader: there is no master to ask.", code=errors.SELF_ADDRESS)
     return defer(effects.open_request(request_kind=ASK, body=question, call_id=context.tool_call_id, tool="ask_master"))
 
 
@@ -32,7 +33,7 @@ def ask_other_agent(display_name: str, question: str, context: ToolContext) -> C
         question: A specific question.
     """
     if display_name == LEADER:
-        raise fail("To ask the Team Leader, use ask_master.")
+        raise fail("To ask the Team Leader, use ask_master.", code=errors.NOT_A_MEMBER)
     return ask_agent(context, display_name, question, tool="ask_other_agent")
 
 

@@ -30,6 +30,7 @@ from teamgraph.protocols.requests import (
     is_pending,
 )
 from teamgraph.records import LEADER, LEADER_ROLE_ID, AnswerEffect, Request
+from teamgraph.tools import errors
 from teamgraph.tools.context import (
     ToolContext,
     active_members,
@@ -61,12 +62,16 @@ def _request_to_me(context: ToolContext, request_id: str, kinds: tuple[str, ...]
             for r, rec in context.requests.items()
             if rec["kind"] in kinds and rec.get("route") == context.caller and is_pending(rec)
         ]
-        raise fail(f"Unknown {' or '.join(kinds)} request '{request_id}'. Yours pending: {', '.join(mine) or 'none'}.")
+        raise fail(
+            f"Unknown {' or '.join(kinds)} request '{request_id}'. Yours pending: {', '.join(mine) or 'none'}.",
+            code=errors.UNKNOWN_REQUEST,
+        )
     earlier = [e for e in context.effects if e["kind"] == "answer" and e["request_id"] == request_id]
     if earlier:
-        raise fail(f"Request '{request_id}' is already {APPROVED if earlier[0]['approve'] else REJECTED}.")
+        verdict = APPROVED if earlier[0]["approve"] else REJECTED
+        raise fail(f"Request '{request_id}' is already {verdict}.", code=errors.ALREADY_ANSWERED)
     if not is_pending(record):
-        raise fail(f"Request '{request_id}' is already {record['status']}.")
+        raise fail(f"Request '{request_id}' is already {record['status']}.", code=errors.ALREADY_ANSWERED)
     return record
 
 
@@ -108,7 +113,7 @@ def broadcast(context: ToolContext, content: str) -> Command:
     """Deliver ``content`` to every other active member (send_message's ``broadcast`` type)."""
     members = [n for n in active_members(context) if n != context.caller]
     if not members:
-        raise fail("No active member to broadcast to.")
+        raise fail("No active member to broadcast to.", code=errors.NOBODY_TO_ADDRESS)
     sent = [effects.deliver(to=n, body=content) for n in members]
     return reply(f"Broadcast to {len(members)} member(s): {', '.join(members)}.", context.tool_call_id, *sent)
 
@@ -128,7 +133,7 @@ def _response(
     """
     record = _request_to_me(context, request_id, kinds)
     if record["kind"] == SHUTDOWN and not approve and not text.strip():
-        raise fail(f"Give a reason{reason_name} when you reject a shutdown request.")
+        raise fail(f"Give a reason{reason_name} when you reject a shutdown request.", code=errors.BAD_ARGUMENT)
     return record, effects.answer(request_id=request_id, answer=text, approve=approve)
 
 
@@ -144,7 +149,7 @@ def update_task(task_id: str, status: TaskStatus, context: ToolContext, note: st
     board = context.team.get("board", [])
     if not any(t["id"] == task_id for t in board):
         tasks = ", ".join(t["id"] for t in board) or "none (no approved plan yet)"
-        raise fail(f"No task '{task_id}' on the board. Tasks: {tasks}.")
+        raise fail(f"No task '{task_id}' on the board. Tasks: {tasks}.", code=errors.UNKNOWN_TASK)
     return reply(
         f"{task_id} is {status}.", context.tool_call_id, effects.board(task_id=task_id, status=status, note=note)
     )
@@ -179,7 +184,7 @@ def _plain_message(context: ToolContext, to: str, content: str) -> Command:
     if to != LEADER:
         require_member(context, to)
     elif context.caller == LEADER:
-        raise fail("You cannot message yourself.")
+        raise fail("You cannot message yourself.", code=errors.SELF_ADDRESS)
     return reply(f"Message sent to {to}.", context.tool_call_id, effects.deliver(to=to, body=content))
 
 
@@ -203,17 +208,19 @@ def send_message(
         approve: For responses: true or false.
     """
     if msg_type not in MESSAGE_TYPES:
-        raise fail(f"Unknown message type '{msg_type}'. Valid types: {', '.join(MESSAGE_TYPES)}.")
+        raise fail(
+            f"Unknown message type '{msg_type}'. Valid types: {', '.join(MESSAGE_TYPES)}.", code=errors.BAD_ARGUMENT
+        )
     if msg_type == "broadcast":
         return broadcast(context, content)
     if msg_type == "message":
         return _plain_message(context, to, content)
     if msg_type == "shutdown_request":
         if context.caller != LEADER:
-            raise fail("Only the Team Leader sends shutdown requests.")
+            raise fail("Only the Team Leader sends shutdown requests.", code=errors.FORBIDDEN)
         return _shutdown_request(context, to, content)
     if request_id is None or approve is None:
-        raise fail(f"A {msg_type} needs request_id and approve (true or false).")
+        raise fail(f"A {msg_type} needs request_id and approve (true or false).", code=errors.BAD_ARGUMENT)
     _, answer = _response(context, request_id, approve, content, RESPONSE_KINDS[msg_type], reason_name=" (content)")
     verdict = "approve" if approve else "reject"
     return reply(f"{msg_type} for {request_id} sent ({verdict}).", context.tool_call_id, answer)
@@ -236,14 +243,16 @@ def propose_plan(
         complexity: "simple", "medium" or "complex" (sets the team's budget).
     """
     if not steps:
-        raise fail("A plan needs at least one step: [{title, role_id, depends_on}].")
+        raise fail("A plan needs at least one step: [{title, role_id, depends_on}].", code=errors.BAD_ARGUMENT)
     roles = context.runtime.roles
     for number, step in enumerate(steps, 1):
         if step.role_id and step.role_id not in roles:
             known = ", ".join(r for r in roles if r != LEADER_ROLE_ID)
-            raise fail(f"Step {number}: unknown role '{step.role_id}'. Roles: {known}.")
+            raise fail(f"Step {number}: unknown role '{step.role_id}'. Roles: {known}.", code=errors.UNKNOWN_ROLE)
         if any(d < 1 or d >= number for d in step.depends_on):
-            raise fail(f"Step {number}: depends_on must name earlier steps (1 to {number - 1}).")
+            raise fail(
+                f"Step {number}: depends_on must name earlier steps (1 to {number - 1}).", code=errors.BAD_ARGUMENT
+            )
     details = {"summary": summary, "steps": [s.model_dump() for s in steps], "complexity": complexity}
     body = summary + "\n" + "\n".join(f"{i}. {s.title} ({s.role_id or 'any role'})" for i, s in enumerate(steps, 1))
     return defer(
@@ -290,7 +299,10 @@ def check_shutdown_status(request_id: str, context: ToolContext) -> str:
     record = context.requests.get(request_id)
     if record is None or record["kind"] != SHUTDOWN:
         ids = [r for r, rec in context.requests.items() if rec["kind"] == SHUTDOWN]
-        raise fail(f"Unknown shutdown request '{request_id}'. Shutdown requests: {', '.join(ids) or 'none'}.")
+        raise fail(
+            f"Unknown shutdown request '{request_id}'. Shutdown requests: {', '.join(ids) or 'none'}.",
+            code=errors.UNKNOWN_REQUEST,
+        )
     status = {
         "request_id": record["id"],
         "target": record["to"],
@@ -313,7 +325,10 @@ def escalate_to_user(request_id: str, context: ToolContext, note: str = "") -> C
     record = context.requests.get(request_id)
     if record is None or not is_pending(record) or record.get("route") != LEADER:
         mine = [r for r, rec in context.requests.items() if is_pending(rec) and rec.get("route") == LEADER]
-        raise fail(f"'{request_id}' is not a request waiting for you. Waiting for you: {', '.join(mine) or 'none'}.")
+        raise fail(
+            f"'{request_id}' is not a request waiting for you. Waiting for you: {', '.join(mine) or 'none'}.",
+            code=errors.UNKNOWN_REQUEST,
+        )
     return reply(
         f"{request_id} was sent to the user.",
         context.tool_call_id,

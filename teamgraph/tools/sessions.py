@@ -18,6 +18,7 @@ from teamgraph.messaging import effects
 from teamgraph.messaging.results import communication_failed, timed_out  # noqa: F401 - re-exported
 from teamgraph.protocols.requests import QUESTION, RUN
 from teamgraph.records import ACTIVE, LEADER, LEADER_ROLE_ID, SpawnEffect
+from teamgraph.tools import errors
 from teamgraph.tools.context import (
     TeamView,
     ToolContext,
@@ -62,10 +63,12 @@ def unknown_target(target: str, available: list[str]) -> str:
 def require_session(context: ToolContext, key: str) -> None:
     """An error worded as the sessions spec words it, unless ``key`` is a live session other than the caller's."""
     if key == context.caller:
-        raise fail("That session is you: you cannot send to yourself.")
+        raise fail("That session is you: you cannot send to yourself.", code=errors.SELF_ADDRESS)
     live = live_sessions(context)
     if key not in live or terminated_this_step(context, key):
-        raise fail(unknown_target(key, [k for k in live if k not in (context.caller, key)]))
+        others = [k for k in live if k not in (context.caller, key)]
+        code: errors.ErrorCode = errors.AGENT_ENDED if key in context.agents else errors.UNKNOWN_AGENT
+        raise fail(unknown_target(key, others), code=code)
 
 
 def request_message(
@@ -124,16 +127,25 @@ def spawn_target(context: ToolContext, agent_id: str | None) -> tuple[str, list[
     """
     me, roles = context.caller, context.runtime.roles
     if agent_id == LEADER:
-        raise fail("The Team Leader takes no background runs: use ask_master to ask it, or give a member or a role id.")
+        raise fail(
+            "The Team Leader takes no background runs: use ask_master to ask it, or give a member or a role id.",
+            code=errors.NOT_A_MEMBER,
+        )
     if agent_id is not None and agent_id in context.agents:
         require_session(context, agent_id)
         return agent_id, []
     if agent_id is None and me == LEADER:
-        raise fail("Give agentId: a role id for a new agent (e.g. 'researcher') or a live session key (sessions_list).")
+        raise fail(
+            "Give agentId: a role id for a new agent (e.g. 'researcher') or a live session key (sessions_list).",
+            code=errors.BAD_ARGUMENT,
+        )
     role = roles.get(agent_id or context.agents[me]["role"])
     if role is None or role.is_leader:
         ids = ", ".join(r for r in roles if r != LEADER_ROLE_ID)
-        raise fail(f"Unknown agentId '{agent_id}'. Use a role id ({ids}) or a live session key (sessions_list).")
+        raise fail(
+            f"Unknown agentId '{agent_id}'. Use a role id ({ids}) or a live session key (sessions_list).",
+            code=errors.UNKNOWN_ROLE,
+        )
     child = instance_name(context, role)
     return child, [effects.spawn(role_id=role.id, name=child, task=None)]
 
@@ -180,7 +192,8 @@ def sessions_send(
     check_seconds("timeoutSeconds", timeoutSeconds, zero="fire-and-forget")
     if timeoutSeconds > 0 and sessionKey == LEADER:
         raise fail(
-            "To ask the Team Leader and wait, use ask_master; sessions_send with timeoutSeconds=0 only notifies it."
+            "To ask the Team Leader and wait, use ask_master; sessions_send with timeoutSeconds=0 only notifies it.",
+            code=errors.WRONG_TOOL,
         )
     body = request_message(
         context.view,

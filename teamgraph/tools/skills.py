@@ -7,6 +7,7 @@ matrix may defer them behind an approval (deleting, or a high-risk skill).
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from langchain_core.tools import BaseTool, tool
@@ -16,6 +17,7 @@ from teamgraph.governance import skills
 from teamgraph.governance.gate import call_context
 from teamgraph.governance.operations import perform
 from teamgraph.messaging import effects
+from teamgraph.tools import errors
 from teamgraph.tools.context import ToolContext, fail, reply
 
 
@@ -24,8 +26,20 @@ def governed(context: ToolContext, tool_name: str, args: dict[str, Any]) -> str:
     runtime = context.runtime
     result = perform(runtime, tool_name, args, call_context(runtime, context.view, context.config))
     if result.startswith("Error: "):
-        raise fail(result.removeprefix("Error: "))
+        # NOTE: perform turns an act's bad argument (a role or skill that cannot be used...) into this text
+        raise fail(result.removeprefix("Error: "), code=errors.BAD_ARGUMENT)
     return result
+
+
+def load_skill(home: Path, name: str) -> skills.Skill:
+    """Skill ``name``, or an error: ``unknown_skill`` when there is none by that name, else ``bad_argument``."""
+    try:
+        return skills.read_skill(home, name)
+    except skills.SkillError as exc:
+        # NOTE: a valid name with no file is unknown; an invalid name or a broken file is told as such
+        valid = skills.SKILL_NAME.fullmatch(name or "") is not None
+        missing = valid and not skills.skill_path(home, name).is_file()
+        raise fail(str(exc), code=errors.UNKNOWN_SKILL if missing else errors.BAD_ARGUMENT) from None
 
 
 def endowment(context: ToolContext, target: str, names: list[str]) -> list[skills.SkillSummary]:
@@ -33,13 +47,10 @@ def endowment(context: ToolContext, target: str, names: list[str]) -> list[skill
     runtime = context.runtime
     if target not in context.agents and target not in runtime.roles:
         agents, roles = ", ".join(context.agents), ", ".join(runtime.roles)
-        raise fail(f"No agent or role '{target}'. Agents: {agents}; roles: {roles}.")
-    try:
-        given = [skills.summary(skills.read_skill(runtime.home, n)) for n in names]
-    except skills.SkillError as exc:
-        raise fail(str(exc)) from None
+        raise fail(f"No agent or role '{target}'. Agents: {agents}; roles: {roles}.", code=errors.UNKNOWN_AGENT)
+    given = [skills.summary(load_skill(runtime.home, n)) for n in names]
     if not given:
-        raise fail("Name at least one skill (list_skills shows them).")
+        raise fail("Name at least one skill (list_skills shows them).", code=errors.BAD_ARGUMENT)
     return given
 
 
@@ -60,10 +71,7 @@ def read_skill(name: str, context: ToolContext) -> str:
     Args:
         name: The skill's name, e.g. "write-release-notes".
     """
-    try:
-        skill = skills.read_skill(context.runtime.home, name)
-    except skills.SkillError as exc:
-        raise fail(str(exc)) from None
+    skill = load_skill(context.runtime.home, name)
     return f"# Skill: {skill['name']} (risk: {skill['risk']})\n{skill['description']}\n\n{skill['body']}"
 
 

@@ -7,6 +7,7 @@ from langgraph.types import Command
 
 from teamgraph.governance import board
 from teamgraph.messaging import effects
+from teamgraph.tools import errors
 from teamgraph.tools.context import ToolContext, fail, reply
 
 
@@ -25,7 +26,7 @@ def find_task(context: ToolContext, task_id: str) -> None:
     try:
         board.find(current_board(context), task_id)
     except board.BoardError as exc:
-        raise fail(str(exc)) from None
+        raise fail(str(exc), code=errors.UNKNOWN_TASK) from None
 
 
 @tool(parse_docstring=True)
@@ -46,12 +47,13 @@ def create_task(
     """
     tasks = current_board(context)
     if assignee is not None and assignee not in context.agents:
-        raise fail(f"No agent '{assignee}'. Agents: {', '.join(context.agents)}.")
+        raise fail(f"No agent '{assignee}'. Agents: {', '.join(context.agents)}.", code=errors.UNKNOWN_AGENT)
     try:
         added = board.add_task(tasks, title=title, assignee=assignee, priority=priority,
                                depends_on=depends_on or [], by=context.caller)[-1]  # fmt: skip
     except board.BoardError as exc:
-        raise fail(str(exc)) from None
+        # NOTE: an unknown dependency or priority: the message names which
+        raise fail(str(exc), code=errors.BAD_ARGUMENT) from None
     return reply(
         f"{added['id']} added ({added['status']}, {priority}).",
         context.tool_call_id,

@@ -22,9 +22,7 @@ from teamgraph.tools import errors
 
 LEADER = "Team Leader"
 MEMBER = "Researcher_1"
-# NOTE: nodes/agent_step.py refuses a role's plan-gated tools with a plain-text reason, which the executor codes
-# `forbidden`; it becomes `plan_required` once PLAN_FIRST there is an errors.Refusal (the lead's change).
-PLAN_FIRST = errors.FORBIDDEN
+PLAN_FIRST = errors.PLAN_REQUIRED
 
 
 def recorded(prompts: list[str], turn):

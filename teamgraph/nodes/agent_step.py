@@ -41,6 +41,7 @@ from teamgraph.roles.prompts import leader_prompt, member_prompt
 from teamgraph.runtime import TeamRuntime
 from teamgraph.tools import tools_for_role, work_tool_names
 from teamgraph.tools.context import TeamView
+from teamgraph.tools.errors import PLAN_REQUIRED, Refusal
 
 
 class StepOutput(TypedDict):
@@ -120,9 +121,10 @@ def build_role_step(runtime: TeamRuntime, role: Role) -> RoleStep:
     )
 
 
-PLAN_FIRST = (
-    "your role requires an approved plan before this work. Call submit_plan(plan) "
-    "and wait for the approval, then try again."
+PLAN_FIRST = Refusal(
+    text="your role requires an approved plan before this work. Call submit_plan(plan) "
+    "and wait for the approval, then try again.",
+    code=PLAN_REQUIRED,
 )
 
 

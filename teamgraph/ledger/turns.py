@@ -67,6 +67,10 @@ def on_step(ledger: Ledger, effect: StepEffect) -> None:
         _leader_output(ledger, text, ended_turn=effect["ended_turn"])
     else:
         member_output(ledger, name, text, ended_turn=effect["ended_turn"])
+    if gone:
+        # NOTE: the stop came while this step was in flight, so it could not close what the
+        # step read (a request read only once its step lands): closed now, as the stop would.
+        close_read_requests(ledger, name, text)
     if record["status"] == RUNNING and record["turn_steps"] >= ledger.policy.max_turn_steps:
         record["status"] = STOPPED
         record["last_action"] = "stopped: step budget of its turn used up"

@@ -13,8 +13,10 @@ an order their latencies fix, so an out-of-order interleaving can be pinned.
 from __future__ import annotations
 
 import contextvars
+import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any, Protocol
@@ -50,8 +52,16 @@ class StepPool:
     def __init__(self, *, workers: int) -> None:
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="teamgraph-step")
         self._futures: dict[tuple[str, str], tuple[int, Future[StepResult]]] = {}
+        self._workers = workers
         self._lock = threading.Lock()
         self.draining: set[str] = set()
+        _POOLS.add(self)
+
+    def _after_fork(self) -> None:
+        """In a forked child: the parent's workers do not exist there; its dispatches are issued again."""
+        self._executor = ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix="teamgraph-step")
+        self._futures = {}
+        self._lock = threading.Lock()
 
     def running(self, thread_id: str, dispatches: Mapping[str, int]) -> dict[str, int]:
         """The dispatches the pool holds (running or finished, not taken yet)."""
@@ -87,20 +97,42 @@ class StepPool:
             futures = list(pending)
 
     def take_done(self, thread_id: str, dispatches: Mapping[str, int]) -> dict[str, StepResult]:
-        """The results of ``dispatches`` that are done (removed from the pool); errors re-raise."""
-        done: dict[str, StepResult] = {}
-        for agent, seq in dispatches.items():
-            future = self._future(thread_id, agent, seq)
-            if future is not None and future.done():
+        """The results of ``dispatches`` that are done (removed from the pool); errors re-raise.
+
+        NOTE: a failed step leaves the pool alone: the others stay for the retried pass
+        (taken and dropped, they would be issued again, their calls and tools run twice).
+        """
+        finished = {
+            agent: future
+            for agent, seq in dispatches.items()
+            if (future := self._future(thread_id, agent, seq)) is not None and future.done()
+        }
+        for agent, future in finished.items():
+            if future.exception() is not None:
                 with self._lock:
                     self._futures.pop((thread_id, agent), None)
-                done[agent] = future.result()
-        return done
+                future.result()
+        with self._lock:
+            for agent in finished:
+                self._futures.pop((thread_id, agent), None)
+        return {agent: future.result() for agent, future in finished.items()}
 
     def _future(self, thread_id: str, agent: str, seq: int) -> Future[StepResult] | None:
         with self._lock:
             held = self._futures.get((thread_id, agent))
         return held[1] if held is not None and held[0] == seq else None
+
+
+_POOLS: weakref.WeakSet[StepPool] = weakref.WeakSet()
+"""Every live pool, so that a forked child gives each workers of its own."""
+
+
+def _pools_after_fork() -> None:
+    for pool in list(_POOLS):
+        pool._after_fork()
+
+
+os.register_at_fork(after_in_child=_pools_after_fork)
 
 
 class VirtualStepPool:

@@ -40,6 +40,22 @@ def test_a_forked_child_runs_a_team_after_its_parent_did(tmp_path: Path) -> None
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
 
 
+def test_a_forked_child_runs_its_parents_team_after_the_parent_ran_it(tmp_path: Path) -> None:
+    """The step pool's workers are the parent's: a child gets workers of its own."""
+    graph = Team(model=ScriptedChatModel({LEADER: ["Hello.", "Hello again."]}), home=tmp_path).compile()
+    graph.invoke({"messages": [("user", "hi")]}, {"configurable": {"thread_id": "p"}})
+    pid = os.fork()
+    if pid == 0:
+        signal.alarm(20)
+        try:
+            graph.invoke({"messages": [("user", "hi")]}, {"configurable": {"thread_id": "c"}})
+            os._exit(0)
+        except BaseException:
+            os._exit(3)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+
+
 def test_a_failed_log_write_leaves_the_finished_step_to_the_retried_pass(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -57,11 +73,11 @@ def test_a_failed_log_write_leaves_the_finished_step_to_the_retried_pass(
     graph = Team(model=ScriptedChatModel(script), home=tmp_path).compile()
     original, failed = audit_writer.write_committed, []
 
-    def flaky(runtime, state, config=None):
+    def flaky(runtime, state, config=None, **kwargs):
         if MEMBER in state.get("team", {}).get("in_flight", {}) and not failed:
             failed.append(1)
             raise OSError("disk full")
-        return original(runtime, state, config)
+        return original(runtime, state, config, **kwargs)
 
     monkeypatch.setattr(audit_writer, "write_committed", flaky)
     with pytest.raises(OSError):
@@ -109,3 +125,25 @@ def test_a_new_process_cuts_an_older_day_files_uncommitted_tail(tmp_path: Path) 
     audit_log._forget_open_indexes()  # NOTE: as in a new process
     append_events(logs, "p", "t", NOW, _lines(1))
     assert len(old.read_text().splitlines()) == 2
+
+
+def test_an_index_retired_between_its_lookup_and_its_lock_is_opened_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another folder's writer retired this folder's index (too many open) just after this
+    writer looked it up: the write opens it again instead of using a closed connection."""
+    monkeypatch.setattr(audit_log, "OPEN_INDEXES", 1)
+    audit_log._forget_open_indexes()
+    f1, f2 = tmp_path / "f1", tmp_path / "f2"
+    real, once = audit_log._open_index, []
+
+    def interleaved(folder: Path):
+        index = real(folder)
+        if folder == f1 and not once:
+            once.append(1)
+            real(f2)  # NOTE: another writer thread runs here
+        return index
+
+    monkeypatch.setattr(audit_log, "_open_index", interleaved)
+    assert append_events(f1, "p", "t", NOW, _lines(1))
+    assert once

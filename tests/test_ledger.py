@@ -488,6 +488,23 @@ def test_a_step_that_lands_after_its_member_was_terminated_is_closed_and_asks_no
     assert after["agents"][DEV]["status"] == "terminated" and after["team"]["in_flight"] == {}
 
 
+def test_a_failed_step_leaves_the_finished_ones_in_the_pool():
+    """The failed step's error re-raises; a step that finished with it stays for the retried
+    pass (taken and dropped, it would be issued again and its calls run twice)."""
+    pool = StepPool(workers=2)
+    pool.ensure("t", DEV, 1, lambda: {"histories": {}, "outbox": []})
+
+    def provider_down() -> dict[str, Any]:
+        raise ConnectionError("provider down")
+
+    pool.ensure("t", LEADER, 1, provider_down)
+    pool.wait("t", {DEV: 1, LEADER: 1}, every=True, timeout=5)
+    with pytest.raises(ConnectionError):
+        pool.take_done("t", {DEV: 1, LEADER: 1})
+    assert pool.running("t", {DEV: 1, LEADER: 1}) == {DEV: 1}
+    assert pool.take_done("t", {DEV: 1}) == {DEV: {"histories": {}, "outbox": []}}
+
+
 def test_the_pool_takes_only_the_dispatch_the_state_records():
     pool = StepPool(workers=2)
     pool.ensure("t", DEV, 1, lambda: {"histories": {}, "outbox": []})

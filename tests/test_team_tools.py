@@ -463,8 +463,9 @@ def test_create_custom_agent_refuses_an_invalid_role_and_the_leader_goes_on(run_
         }
     )
     assert error_codes(run, LEADER, "create_custom_agent") == [errors.BAD_ARGUMENT] * 2
-    bad_id = run.tool_result(LEADER, "create_custom_agent")
+    bad_id, bad_name = (str(m.content) for m in run.tool_results(LEADER, "create_custom_agent"))
     assert "Data Analyst!" in bad_id  # NOTE: it names the value to fix
+    assert "name" in bad_name  # NOTE: it names the field to fix
     roles = run.team.home / "roles"
     assert not roles.exists() or not list(roles.glob("*.md"))
     assert set(run.team.roles) == {"team-leader", *BUILTIN_MEMBER_ROLES}
@@ -647,6 +648,7 @@ def test_unknown_member_is_an_error_that_lists_the_members(run_team, tool_call):
     )
     assert error_codes(run, LEADER, tool_call["name"]) == [errors.UNKNOWN_AGENT]
     result = run.tool_result(LEADER, tool_call["name"])
+    assert "UI Operator_7" in result  # NOTE: it names what was wrong
     assert "UI Operator_1" in result and "Researcher_1" in result  # NOTE: it lists the members by name
     assert run.user_replies() == ["Checked."]
 

@@ -119,3 +119,13 @@ def test_every_error_code_is_documented():
 
     assert f"`{ERROR_KEY}`" in documented or f'"{ERROR_KEY}"' in documented
     assert sorted(c for c in errors.ERROR_CODES if f"`{c}`" not in documented) == []
+
+
+def test_a_copied_or_pickled_tool_error_keeps_its_code_and_notes() -> None:
+    import copy
+    import pickle
+
+    exc = fail("Not you.", code=errors.SELF_ADDRESS)
+    exc.add_note("while sending")
+    for clone in (copy.copy(exc), pickle.loads(pickle.dumps(exc))):
+        assert (clone.code, clone.args, clone.__notes__) == (errors.SELF_ADDRESS, exc.args, ["while sending"])

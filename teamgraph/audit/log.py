@@ -57,6 +57,7 @@ class _Index:
         _private_file(path)
         self.lock = threading.Lock()
         self.recovered = False
+        self.closed = False
         self.db = sqlite3.connect(path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False)
         self.db.execute("PRAGMA journal_mode=WAL")
         # NOTE: NORMAL is enough: an index commit lost by a power cut leaves the index behind the
@@ -70,10 +71,19 @@ _OPEN: OrderedDict[Path, _Index] = OrderedDict()
 _OPEN_GUARD = threading.Lock()
 
 
+_INHERITED: list[_Index] = []
+"""A forked child's copies of the parent's indexes: kept, never used and never closed."""
+
+
 def _forget_open_indexes() -> None:
-    """In a forked child: the parent's connections and locks are not the child's to use."""
+    """In a forked child: the parent's connections and locks are not the child's to use.
+
+    NOTE: SQLite forbids using a connection across fork(), closing included (a rollback
+    could touch the WAL index the parent shares): they are kept referenced, not closed.
+    """
     global _OPEN_GUARD
     _OPEN_GUARD = threading.Lock()
+    _INHERITED.extend(_OPEN.values())
     _OPEN.clear()
 
 
@@ -84,19 +94,24 @@ def _open_index(folder: Path) -> _Index:
     # NOTE: keyed by the absolute folder, not the resolved one: resolving costs a system call
     # per path component at every router pass (and a GIL hand-off while steps run).
     key = folder.absolute()
+    retired: list[_Index] = []
     with _OPEN_GUARD:
         if key in _OPEN and (key / INDEX_FILE).exists():
             _OPEN.move_to_end(key)
             return _OPEN[key]
         if (stale := _OPEN.pop(key, None)) is not None:  # NOTE: its folder was removed and made again
-            stale.db.close()
+            retired.append(stale)
         folder.mkdir(parents=True, exist_ok=True)
         index = _OPEN[key] = _Index(folder)
         while len(_OPEN) > OPEN_INDEXES:
-            _, old = _OPEN.popitem(last=False)
-            with old.lock:
-                old.db.close()
-        return index
+            retired.append(_OPEN.popitem(last=False)[1])
+    # NOTE: closed outside the guard: a writer of that folder may hold its lock for a while,
+    # and the other folders' writers must not wait for it.
+    for old in retired:
+        with old.lock:
+            old.closed = True
+            old.db.close()
+    return index
 
 
 def _private_file(path: Path) -> None:
@@ -109,8 +124,13 @@ def _private_file(path: Path) -> None:
 @contextmanager
 def _index(folder: Path) -> Iterator[sqlite3.Connection]:
     """The log's index, in one write transaction (BEGIN IMMEDIATE: one writer at a time)."""
-    index = _open_index(folder)
-    with index.lock:
+    while True:
+        index = _open_index(folder)
+        index.lock.acquire()
+        if not index.closed:
+            break
+        index.lock.release()  # NOTE: evicted between the lookup and the lock: open it again
+    try:
         db = index.db
         db.execute("BEGIN IMMEDIATE")
         try:
@@ -122,6 +142,8 @@ def _index(folder: Path) -> Iterator[sqlite3.Connection]:
             db.execute("ROLLBACK")
             raise
         db.execute("COMMIT")
+    finally:
+        index.lock.release()
 
 
 def _recover(db: sqlite3.Connection, folder: Path) -> dict[str, int]:
@@ -188,7 +210,9 @@ def append_events(folder: Path, project: str, thread: str, now: datetime, derive
     return lines
 
 
-def write_committed(runtime: Any, state: Mapping[str, Any], config: RunnableConfig | None = None) -> list[str]:
+def write_committed(
+    runtime: Any, state: Mapping[str, Any], config: RunnableConfig | None = None, *, folder: Path | None = None
+) -> list[str]:
     """Log what committed ``state`` adds to the thread's collaboration log.
 
     Call it where the state read is committed: for the state a router pass reads
@@ -199,13 +223,14 @@ def write_committed(runtime: Any, state: Mapping[str, Any], config: RunnableConf
         runtime: The team runtime (home folder, policy, clock).
         state: Committed state values of the thread.
         config: The run's config; the current LangGraph config when None.
+        folder: The logs folder, when the caller has it (``log_folder``); found from the config otherwise.
 
     Returns:
         The lines written (empty when ``Policy.log`` is off, or the run names no
         thread and no project).
     """
     config = config if config is not None else get_config()
-    folder = log_folder(runtime, config)
+    folder = folder or log_folder(runtime, config)
     if folder is None:
         return []
     configurable = config.get("configurable") or {}

@@ -9,29 +9,32 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from teamgraph.audit.log import OPEN_INDEXES, log_folder, write_committed
+from teamgraph.audit import log as audit_log
+from teamgraph.audit.log import log_folder, write_committed
 
 _WRITERS: OrderedDict[Path, ThreadPoolExecutor] = OrderedDict()
 _WRITERS_GUARD = threading.Lock()
 
 
-def _writer(folder: Path) -> ThreadPoolExecutor:
-    with _WRITERS_GUARD:
-        if folder in _WRITERS:
-            _WRITERS.move_to_end(folder)
-            return _WRITERS[folder]
-        writer = _WRITERS[folder] = ThreadPoolExecutor(max_workers=1, thread_name_prefix="teamgraph-log")
-        while len(_WRITERS) > OPEN_INDEXES:
-            _, old = _WRITERS.popitem(last=False)
-            old.shutdown(wait=False)  # NOTE: what it holds still runs; it takes nothing new
-        return writer
+def _submit(key: Path, fn: Callable[..., list[str]], *args: Any, **kwargs: Any) -> Future[list[str]]:
+    """Run ``fn`` on the writer thread of the logs folder ``key`` (made on first use; the least recent retired)."""
+    with _WRITERS_GUARD:  # NOTE: submitted under the guard: no writer is retired between lookup and submit
+        writer = _WRITERS.get(key)
+        if writer is not None:
+            _WRITERS.move_to_end(key)
+        else:
+            writer = _WRITERS[key] = ThreadPoolExecutor(max_workers=1, thread_name_prefix="teamgraph-log")
+            while len(_WRITERS) > audit_log.OPEN_INDEXES:
+                _, old = _WRITERS.popitem(last=False)
+                old.shutdown(wait=False)  # NOTE: what it holds still runs; it takes nothing new
+        return writer.submit(fn, *args, **kwargs)
 
 
 def _forget_writers() -> None:
@@ -66,4 +69,5 @@ def write_committed_soon(runtime: Any, state: Mapping[str, Any], config: Runnabl
         done: Future[list[str]] = Future()
         done.set_result([])
         return done
-    return _writer(folder).submit(write_committed, runtime, state, config)
+    # NOTE: the folder is fixed now: a chdir before the write must not move a relative home.
+    return _submit(folder, write_committed, runtime, state, config, folder=folder)

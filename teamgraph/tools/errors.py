@@ -91,7 +91,7 @@ class ToolError(ToolException):
 
     def __reduce__(self) -> tuple[Any, ...]:
         # NOTE: an exception is copied and pickled through its args; the code is keyword-only
-        return (partial(ToolError, code=self.code), self.args)
+        return (partial(type(self), code=self.code), self.args, self.__dict__)
 
 
 def code_of(exc: ToolException) -> ErrorCode:

@@ -22,10 +22,12 @@ from teamgraph.graph.router import HANDLERS, run_pass
 from teamgraph.ledger import lifecycle, liveness, mail, requests, turns
 from teamgraph.ledger.book import Ledger
 from teamgraph.messaging import effects, envelopes, notices, results
+from teamgraph.messaging.results import error_of
 from teamgraph.protocols import requests as tracker
 from teamgraph.records import LEADER, EffectKind
 from teamgraph.runtime import TeamRuntime
 from teamgraph.steps import StepPool
+from teamgraph.tools import errors as tool_errors
 from tests.invariants import assert_tool_calls_paired
 
 DEV = "Full-Stack Engineer_1"
@@ -486,6 +488,21 @@ def test_a_step_that_lands_after_its_member_was_terminated_is_closed_and_asks_no
     appended = after.get("histories", {}).get(DEV, [])
     assert [(m.tool_call_id, results.outcome_of(m)) for m in appended] == [("call_g", results.CANCELLED)]
     assert after["agents"][DEV]["status"] == "terminated" and after["team"]["in_flight"] == {}
+
+
+def test_a_deferred_call_that_asked_for_nothing_is_answered_with_an_error_code(runtime):
+    """A tool that deferred its result but asked the router for nothing: the pass answers the
+    call (the pairing holds) with an error result that carries its code."""
+    state = in_flight_state()
+    ai = AIMessage("", tool_calls=[{"name": "ask_master", "args": {}, "id": "call_x"}])
+    step = effects.step(message_index=-1, ended_turn=False, tool_calls=1, deferred=["call_x"])
+    current = scheduler.with_finished(state, {DEV: {"histories": {DEV: [ai]}, "outbox": [{**step, "agent": DEV}]}})
+
+    after = run_pass(runtime, current)
+
+    [answer] = [m for m in after["histories"][DEV] if isinstance(m, ToolMessage)]
+    assert (answer.tool_call_id, answer.status, error_of(answer)) == ("call_x", "error", tool_errors.TOOL_FAILED)
+    assert_tool_calls_paired(DEV, [*current["histories"][DEV], *after["histories"][DEV]])
 
 
 def test_a_failed_step_leaves_the_finished_ones_in_the_pool():

@@ -34,6 +34,7 @@ from teamgraph.records import (
     StepEffect,
     StopEffect,
 )
+from teamgraph.tools.errors import TOOL_FAILED
 
 
 def on_step(ledger: Ledger, effect: StepEffect) -> None:
@@ -101,7 +102,13 @@ def _close_unheld_calls(ledger: Ledger, name: str, deferred: list[str], content:
         if call_id in record["waits"] or call_id in ledger.answered_calls:
             continue
         if outcome is None:
-            result = ToolMessage(content=content, tool_call_id=call_id, status="error")
+            # NOTE: an error result carries its code, as every tool error does (docs/protocols.md)
+            result = ToolMessage(
+                content=content,
+                tool_call_id=call_id,
+                status="error",
+                additional_kwargs={results.ERROR_KEY: TOOL_FAILED},
+            )
         else:
             result = ToolMessage(
                 content=content, tool_call_id=call_id, additional_kwargs={results.OUTCOME_KEY: outcome}

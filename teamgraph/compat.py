@@ -17,7 +17,6 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 
 __all__ = [
-    "CONFIG_KEY_CHECKPOINTER",
     "CONFIG_KEY_DURABILITY",
     "CONFIG_KEY_READ",
     "CONFIG_KEY_READ_STATE",
@@ -29,12 +28,6 @@ try:
     from langgraph._internal._constants import CONFIG_KEY_READ_STATE
 except ImportError:  # NOTE: its value in langgraph 1.2.x
     CONFIG_KEY_READ_STATE = "__pregel_read_state"
-
-try:
-    # NOTE: a subgraph inherits the parent's checkpointer; None here keeps a role subgraph from saving its history.
-    from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER
-except ImportError:  # NOTE: its value in langgraph 1.2.x
-    CONFIG_KEY_CHECKPOINTER = "__pregel_checkpointer"
 
 try:
     # NOTE: a compiled graph has no default durability (only the per-call `durability=`); this key sets one.

@@ -73,7 +73,7 @@ def draw_png(graph: Any, path: str | Path | None = None, *, xray: bool = False) 
     Args:
         graph: A compiled LangGraph graph, or a ``langchain_core`` ``Graph``.
         path: Also write the PNG there.
-        xray: Draw the role subgraphs' inner nodes too.
+        xray: Draw subgraphs' inner nodes too (a team graph has none: its steps run in the router's pool).
 
     Returns:
         The PNG's bytes (``IPython.display.Image(draw_png(graph))`` shows it).

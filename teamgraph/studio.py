@@ -144,7 +144,7 @@ def build_team(model: str, policy: str, home: str) -> Team:
 
 @functools.lru_cache(maxsize=32)
 def _compiled(model: str, policy: str, home: str) -> CompiledStateGraph:
-    # NOTE: compiling builds every role subgraph; the server asks for the graph on
+    # NOTE: compiling builds every role's step (model, tools); the server asks for the graph on
     # every run and every thread read, so each configuration is compiled once.
     graph = build_team(model, policy, home).compile()
     # Studio's assistant form and the API's config/context schemas come from here.

@@ -26,7 +26,6 @@ PRIVATE = "langgraph._internal._constants"
 # NOTE: the values these keys have in the langgraph releases we test (1.2.x).
 KNOWN_VALUES = {
     "CONFIG_KEY_READ_STATE": "__pregel_read_state",
-    "CONFIG_KEY_CHECKPOINTER": "__pregel_checkpointer",
     "CONFIG_KEY_DURABILITY": "__pregel_durability",
     "CONFIG_KEY_READ": "__pregel_read",
 }

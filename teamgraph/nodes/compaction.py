@@ -10,7 +10,7 @@ The checkpoint keeps every message, and a resumed process rebuilds the same view
 
 Tool results too large for the model are cut in the view, with a note saying how
 to read the rest. The functions here do not depend on where the model is called
-from (the role subgraph today, a scheduler tomorrow).
+from (a role's step, in the scheduler's pool).
 """
 
 from __future__ import annotations

@@ -108,10 +108,12 @@ class StepPool:
             if (future := self._future(thread_id, agent, seq)) is not None and future.done()
         }
         for agent, future in finished.items():
-            if future.exception() is not None:
+            try:
+                future.result()
+            except BaseException:  # NOTE: a cancelled future too: it must not stay in the pool
                 with self._lock:
                     self._futures.pop((thread_id, agent), None)
-                future.result()
+                raise
         with self._lock:
             for agent in finished:
                 self._futures.pop((thread_id, agent), None)
@@ -203,14 +205,22 @@ class VirtualStepPool:
             self.now = max(self.now, finish)
 
     def take_done(self, thread_id: str, dispatches: Mapping[str, int]) -> dict[str, StepResult]:
-        """The results of ``dispatches`` that finished (removed from the pool); errors re-raise."""
-        done: dict[str, StepResult] = {}
-        for agent, seq in dispatches.items():
-            held = self._finished.get((thread_id, agent))
-            if held is not None and held[0] == seq:
+        """The results of ``dispatches`` that finished (removed from the pool); errors re-raise.
+
+        NOTE: as ``StepPool.take_done``: a failed step leaves the pool alone, the others stay.
+        """
+        finished = {
+            agent: held[1]
+            for agent, seq in dispatches.items()
+            if (held := self._finished.get((thread_id, agent))) is not None and held[0] == seq
+        }
+        for agent, future in finished.items():
+            if future.exception() is not None:
                 del self._finished[(thread_id, agent)]
-                done[agent] = held[1].result()
-        return done
+                future.result()
+        for agent in finished:
+            del self._finished[(thread_id, agent)]
+        return {agent: future.result() for agent, future in finished.items()}
 
     def _holds(self, thread_id: str, agent: str, seq: int) -> bool:
         key = (thread_id, agent)

@@ -8,6 +8,8 @@ Assertions are on statuses, kinds and ids, not wording.
 from __future__ import annotations
 
 import ast
+import threading
+from concurrent.futures import CancelledError
 from pathlib import Path
 from typing import Any, get_args
 
@@ -26,7 +28,7 @@ from teamgraph.messaging.results import error_of
 from teamgraph.protocols import requests as tracker
 from teamgraph.records import LEADER, EffectKind
 from teamgraph.runtime import TeamRuntime
-from teamgraph.steps import StepPool
+from teamgraph.steps import StepPool, VirtualStepPool
 from teamgraph.tools import errors as tool_errors
 from tests.invariants import assert_tool_calls_paired
 
@@ -520,6 +522,32 @@ def test_a_failed_step_leaves_the_finished_ones_in_the_pool():
         pool.take_done("t", {DEV: 1, LEADER: 1})
     assert pool.running("t", {DEV: 1, LEADER: 1}) == {DEV: 1}
     assert pool.take_done("t", {DEV: 1}) == {DEV: {"histories": {}, "outbox": []}}
+
+
+def test_the_virtual_pool_also_leaves_the_finished_steps_when_one_fails():
+    pool = VirtualStepPool(latency=lambda agent, n: 1.0)
+    pool.ensure("t", DEV, 1, lambda: {"histories": {}, "outbox": []})
+
+    def provider_down() -> dict[str, Any]:
+        raise ConnectionError("provider down")
+
+    pool.ensure("t", LEADER, 1, provider_down)
+    pool.wait("t", {DEV: 1, LEADER: 1}, every=True, timeout=None)
+    with pytest.raises(ConnectionError):
+        pool.take_done("t", {DEV: 1, LEADER: 1})
+    assert pool.running("t", {DEV: 1, LEADER: 1}) == {DEV: 1}
+
+
+def test_a_cancelled_step_leaves_the_pool():
+    pool = StepPool(workers=1)
+    gate = threading.Event()
+    pool.ensure("t", DEV, 1, lambda: gate.wait(5) and {})
+    pool.ensure("t", QA, 1, lambda: {})
+    pool._futures[("t", QA)][1].cancel()  # NOTE: queued behind DEV's, so it can still be cancelled
+    gate.set()
+    with pytest.raises(CancelledError):
+        pool.take_done("t", {QA: 1})
+    assert pool.running("t", {QA: 1}) == {}
 
 
 def test_the_pool_takes_only_the_dispatch_the_state_records():

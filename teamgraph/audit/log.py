@@ -126,24 +126,21 @@ def _index(folder: Path) -> Iterator[sqlite3.Connection]:
     """The log's index, in one write transaction (BEGIN IMMEDIATE: one writer at a time)."""
     while True:
         index = _open_index(folder)
-        index.lock.acquire()
-        if not index.closed:
-            break
-        index.lock.release()  # NOTE: evicted between the lookup and the lock: open it again
-    try:
-        db = index.db
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            if not index.recovered:
-                _recover(db, folder)  # NOTE: a writer of another process may have crashed mid-append
-                index.recovered = True
-            yield db
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        db.execute("COMMIT")
-    finally:
-        index.lock.release()
+        with index.lock:
+            if index.closed:
+                continue  # NOTE: retired between the lookup and the lock: open it again
+            db = index.db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                if not index.recovered:
+                    _recover(db, folder)  # NOTE: a writer of another process may have crashed mid-append
+                    index.recovered = True
+                yield db
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+            return
 
 
 def _recover(db: sqlite3.Connection, folder: Path) -> dict[str, int]:

@@ -41,8 +41,8 @@ from teamgraph.nodes.model_view import (
     CompactionRecord,
     ContextBudget,
     compaction_of,
-    model_view,
     summary_message,
+    view_and_tokens,
     view_entries,
 )
 
@@ -223,15 +223,13 @@ def prepare_model_input(
         The view to send and the new marker (if any) to append to the history.
     """
     system, history = _split(messages)
-    view = [*system, *model_view(history, budget=budget)]
-    tokens = budget.count(view)
+    view, tokens = view_and_tokens(system, history, budget=budget)
     if tokens <= budget.limit and not force:
         return ModelInput(view, [], tokens)
     marker = compact(history, model=model, budget=budget, config=config, tokens_before=tokens, force=force)
     if marker is None:
         return ModelInput(view, [], tokens)
-    view = [*system, *model_view([*history, marker], budget=budget)]
-    after = budget.count(view)
+    view, after = view_and_tokens(system, [*history, marker], budget=budget)
     _announce(marker, config, tokens_after=after)
     return ModelInput(view, [marker], after)
 

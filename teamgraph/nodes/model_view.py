@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import weakref
 from bisect import bisect_left
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict, cast
 
@@ -251,16 +251,136 @@ def truncate_tool_result(message: ToolMessage, *, budget: ContextBudget, call: M
     return message.model_copy(update={"content": text[:keep] + note})
 
 
+@dataclass(frozen=True)
+class _Tokens:
+    """What the default counter needs of a run of messages (as ``approximate_counter`` sums them)."""
+
+    total: int = 0
+    provider: str | None = None
+    mixed: bool = False
+    last_ai_total: int | None = None
+    at_last_ai: int = 0
+
+    def extended(self, messages: Iterable[BaseMessage]) -> _Tokens:
+        total, provider, mixed = self.total, self.provider, self.mixed
+        last_ai_total, at_last_ai = self.last_ai_total, self.at_last_ai
+        for message in messages:
+            total += _message_tokens(message)
+            if not isinstance(message, AIMessage):
+                continue
+            model_provider = message.response_metadata.get("model_provider")
+            if provider is None:
+                provider = model_provider
+            elif model_provider != provider:
+                mixed = True
+            if message.usage_metadata and isinstance(reported := message.usage_metadata.get("total_tokens"), int):
+                last_ai_total, at_last_ai = reported, total
+        return _Tokens(total, provider, mixed, last_ai_total, at_last_ai)
+
+    def after(self, prefix: Sequence[BaseMessage], *, count: int) -> int:
+        """``approximate_counter`` of ``prefix`` (no AI message in it) then these messages, ``count`` in all."""
+        head = sum(_message_tokens(m) for m in prefix)
+        total, at_last_ai = head + self.total, head + self.at_last_ai
+        if count > 1 and not self.mixed and self.provider is not None and self.last_ai_total is not None:
+            if at_last_ai > 0:
+                return math.ceil(total * min(1.25, max(1.0, self.last_ai_total / at_last_ai)))
+        return total
+
+
+@dataclass(frozen=True)
+class _View:
+    """The model's view of a history's first ``length`` messages, kept for its next, longer version."""
+
+    length: int
+    last: BaseMessage | None
+    marker: AIMessage | None
+    entries: list[tuple[int, BaseMessage]]
+    calls: dict[str, Any]
+    tokens: _Tokens
+
+
+_VIEWS: dict[tuple[int, int, int], _View] = {}
+"""Kept views by (the history's first message, counter, tool-result size): one goes with its first message."""
+
+
+def _is_marker(message: BaseMessage) -> bool:
+    return isinstance(message, AIMessage) and compaction_of(message) is not None
+
+
+def _seen(
+    pairs: Iterable[tuple[int, BaseMessage]], calls: dict[str, Any], budget: ContextBudget
+) -> list[tuple[int, BaseMessage]]:
+    """``pairs`` (no marker among them) as the model sees them; ``calls`` gains their tool calls."""
+    entries: list[tuple[int, BaseMessage]] = []
+    for i, message in pairs:
+        if isinstance(message, AIMessage):
+            calls.update((c["id"] or "", c) for c in message.tool_calls)
+        elif isinstance(message, ToolMessage):
+            message = truncate_tool_result(message, budget=budget, call=calls.get(message.tool_call_id))
+        entries.append((i, message))
+    return entries
+
+
+def _view(history: Sequence[BaseMessage], budget: ContextBudget) -> _View:
+    """The view of ``history``, extended from the kept view of its shorter version when there is one.
+
+    NOTE: an agent's history only grows, and rebuilding its view from the whole history at
+    every model call made a call's cost grow with the run. The kept view is extended when
+    the history still holds the same message objects up to its length and no new message
+    is a compaction marker; otherwise the view is built again.
+    """
+    if not history:
+        return _View(0, None, None, [], {}, _Tokens())
+    key = (id(history[0]), id(budget.counter), budget.tool_result_tokens)
+    kept = _VIEWS.get(key)
+    if (
+        kept is not None
+        and kept.last is not None
+        and len(history) >= kept.length
+        and history[kept.length - 1] is kept.last
+        and not any(_is_marker(m) for m in history[kept.length :])
+    ):
+        calls = dict(kept.calls)
+        new = _seen(enumerate(history[kept.length :], kept.length), calls, budget)
+        entries, marker = [*kept.entries, *new], kept.marker
+        tokens = kept.tokens.extended(m for _, m in new)
+    else:
+        marker, verbatim = _tail(history)
+        calls = {}
+        entries = _seen(verbatim, calls, budget)
+        tokens = _Tokens().extended(m for _, m in entries)
+    view = _View(len(history), history[-1], marker, entries, calls, tokens)
+    if key not in _VIEWS:
+        try:
+            weakref.finalize(history[0], _VIEWS.pop, key, None)
+        except TypeError:  # NOTE: a message class without weak references: nothing is kept
+            return view
+    _VIEWS[key] = view
+    return view
+
+
 def view_entries(
     history: Sequence[BaseMessage], budget: ContextBudget
 ) -> tuple[AIMessage | None, list[tuple[int, BaseMessage]]]:
     """The newest marker and the (history index, message as the model sees it) pairs after its cut."""
-    marker, tail = _tail(history)
-    calls = {c["id"]: c for _, m in tail if isinstance(m, AIMessage) for c in m.tool_calls}
-    return marker, [
-        (i, truncate_tool_result(m, budget=budget, call=calls.get(m.tool_call_id)) if isinstance(m, ToolMessage) else m)
-        for i, m in tail
-    ]
+    view = _view(history, budget)
+    return view.marker, view.entries
+
+
+def view_and_tokens(
+    system: Sequence[BaseMessage], history: Sequence[BaseMessage], *, budget: ContextBudget
+) -> tuple[list[BaseMessage], int]:
+    """The messages of a call (``system``, then the model's view of ``history``) and their tokens.
+
+    Returns:
+        The messages to send, and ``budget.count`` of them.
+    """
+    view = _view(history, budget)
+    head = [*system, summary_message(view.marker)] if view.marker is not None else list(system)
+    messages = [*head, *(m for _, m in view.entries)]
+    if budget.counter is not approximate_counter:
+        return messages, budget.count(messages)
+    return messages, view.tokens.after(head, count=len(messages)) + budget.overhead
 
 
 def model_view(history: Sequence[BaseMessage], *, budget: ContextBudget) -> list[BaseMessage]:

@@ -125,24 +125,7 @@ def approximate_counter(messages: Sequence[BaseMessage]) -> int:
     at every model call of its agent, and counting it whole again made a step's cost
     grow with the history. Stored messages are never changed in place.
     """
-    total = approx_at_last_ai = 0
-    provider: str | None = None
-    mixed = False
-    last_ai_total: int | None = None
-    for message in messages:
-        total += _message_tokens(message)
-        if not isinstance(message, AIMessage):
-            continue
-        model_provider = message.response_metadata.get("model_provider")
-        if provider is None:
-            provider = model_provider
-        elif model_provider != provider:
-            mixed = True
-        if message.usage_metadata and isinstance(reported := message.usage_metadata.get("total_tokens"), int):
-            last_ai_total, approx_at_last_ai = reported, total
-    if len(messages) > 1 and not mixed and provider is not None and last_ai_total is not None and approx_at_last_ai > 0:
-        return math.ceil(total * min(1.25, max(1.0, last_ai_total / approx_at_last_ai)))
-    return total
+    return _Tokens().extended(messages).after((), count=len(messages))
 
 
 def context_budget(

@@ -10,6 +10,7 @@ from langchain_core.messages import AIMessageChunk
 from teamgraph import Team
 from teamgraph.messaging.results import error_of
 from teamgraph.tools import errors
+from tests.invariants import assert_team_invariants
 
 LEADER = "Team Leader"
 
@@ -237,3 +238,38 @@ def test_a_custom_role_with_a_model_the_team_cannot_build_is_refused_and_the_hom
     assert out["messages"][-1].content == "Done."
     assert not (tmp_path / "roles" / "analyst.md").exists()
     Team(model="openai:gpt-test", home=tmp_path).compile()  # a new process could open the home
+
+
+def test_members_working_in_parallel_over_http_keep_every_invariant(openai_team):
+    """Three members, eight calls each, on the real client under the completions scheduler."""
+    steps = 8
+
+    def member(name: str) -> list:
+        work = [
+            {
+                "content": None,
+                "tool_calls": [{"name": "write_file", "arguments": {"path": f"{name}-{n}.md", "content": "x"}}],
+            }
+            for n in range(steps - 1)
+        ]
+        return [*work, f"{name} is done."]
+
+    create = [
+        {"name": "create_sub_agent", "arguments": {"role_id": "researcher", "task": f"Part {i}."}} for i in range(3)
+    ]
+    scripts = {
+        LEADER: [{"content": None, "tool_calls": create}, *[""] * 6],
+        **{f"Researcher_{i}": member(f"Researcher_{i}") for i in (1, 2, 3)},
+    }
+    server, team, graph = openai_team(scripts)
+    config = {"configurable": {"thread_id": "parallel-http"}}
+    graph.invoke({"messages": [("user", "Split the work.")]}, config)
+
+    values = graph.get_state(config).values
+    assert team.runtime.scheduling() == "completions"
+    assert_team_invariants(values)
+    assert values["team"].get("in_flight", {}) == {}
+    assert {n: a["status"] for n, a in values["agents"].items() if n != LEADER} == dict.fromkeys(
+        ("Researcher_1", "Researcher_2", "Researcher_3"), "idle"
+    )
+    assert len([r for r in server.requests if agent_of(r) != LEADER]) == 3 * steps

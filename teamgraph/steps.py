@@ -27,6 +27,23 @@ DRAIN_CHECK_SECONDS = 0.1
 """How often a wait looks whether its thread started draining."""
 
 
+def take(finished: Mapping[str, Future[StepResult]], remove: Callable[[str], object]) -> dict[str, StepResult]:
+    """The results of ``finished`` steps, each ``remove``d from its pool; a failure re-raises.
+
+    NOTE: a failed step (or a cancelled one) leaves the pool alone: the others stay for the
+    retried pass (taken and dropped, they would be issued again, their calls run twice).
+    """
+    for agent, future in finished.items():
+        try:
+            future.result()
+        except BaseException:
+            remove(agent)
+            raise
+    for agent in finished:
+        remove(agent)
+    return {agent: future.result() for agent, future in finished.items()}
+
+
 class Steps(Protocol):
     """What the scheduler needs of a pool of steps (``StepPool``, ``VirtualStepPool``)."""
 
@@ -97,27 +114,18 @@ class StepPool:
             futures = list(pending)
 
     def take_done(self, thread_id: str, dispatches: Mapping[str, int]) -> dict[str, StepResult]:
-        """The results of ``dispatches`` that are done (removed from the pool); errors re-raise.
-
-        NOTE: a failed step leaves the pool alone: the others stay for the retried pass
-        (taken and dropped, they would be issued again, their calls and tools run twice).
-        """
+        """The results of ``dispatches`` that are done (removed from the pool); errors re-raise (``take``)."""
         finished = {
             agent: future
             for agent, seq in dispatches.items()
             if (future := self._future(thread_id, agent, seq)) is not None and future.done()
         }
-        for agent, future in finished.items():
-            try:
-                future.result()
-            except BaseException:  # NOTE: a cancelled future too: it must not stay in the pool
-                with self._lock:
-                    self._futures.pop((thread_id, agent), None)
-                raise
-        with self._lock:
-            for agent in finished:
+
+        def remove(agent: str) -> None:
+            with self._lock:
                 self._futures.pop((thread_id, agent), None)
-        return {agent: future.result() for agent, future in finished.items()}
+
+        return take(finished, remove)
 
     def _future(self, thread_id: str, agent: str, seq: int) -> Future[StepResult] | None:
         with self._lock:
@@ -205,22 +213,13 @@ class VirtualStepPool:
             self.now = max(self.now, finish)
 
     def take_done(self, thread_id: str, dispatches: Mapping[str, int]) -> dict[str, StepResult]:
-        """The results of ``dispatches`` that finished (removed from the pool); errors re-raise.
-
-        NOTE: as ``StepPool.take_done``: a failed step leaves the pool alone, the others stay.
-        """
+        """The results of ``dispatches`` that finished (removed from the pool); errors re-raise (``take``)."""
         finished = {
             agent: held[1]
             for agent, seq in dispatches.items()
             if (held := self._finished.get((thread_id, agent))) is not None and held[0] == seq
         }
-        for agent, future in finished.items():
-            if future.exception() is not None:
-                del self._finished[(thread_id, agent)]
-                future.result()
-        for agent in finished:
-            del self._finished[(thread_id, agent)]
-        return {agent: future.result() for agent, future in finished.items()}
+        return take(finished, lambda agent: self._finished.pop((thread_id, agent), None))
 
     def _holds(self, thread_id: str, agent: str, seq: int) -> bool:
         key = (thread_id, agent)

@@ -446,10 +446,12 @@ def test_a_stop_and_a_landing_step_close_its_request_and_its_call_once(runtime, 
     assert_tool_calls_paired(DEV, history)
 
 
-def test_a_run_read_by_a_step_in_flight_is_closed_when_the_step_lands_after_a_stop(runtime):
+@pytest.mark.parametrize("order", ["stop_while_in_flight", "stop_in_the_landing_pass"])
+def test_a_run_read_by_a_step_in_flight_is_closed_when_its_member_is_stopped(runtime, order):
     """A background run (sessions_spawn) reached DEV before its step was issued; the leader
-    stopped DEV while that step was in flight. The stop could not close the run (not read
-    yet); the landing step read it, so its pass closes it: no request is left pending."""
+    stops DEV while that step is in flight, or in the pass where it lands. A stop in flight
+    cannot close the run (not read yet); either way the landing pass closes it: no request
+    is left pending."""
     first = Ledger(runtime, team_state(agent(DEV, status="running"), agent(QA, "qa-engineer", index=2)))
     spawn = effects.open_request(
         request_kind=tracker.RUN, body="bg 1", to=DEV, tool="sessions_spawn", reply_via="output"
@@ -459,16 +461,22 @@ def test_a_run_read_by_a_step_in_flight_is_closed_when_the_step_lands_after_a_st
     mail.flush(first, DEV)  # NOTE: delivered: the step about to be issued reads it
     state = applied(team_state(agent(DEV, status="running"), agent(QA, "qa-engineer", index=2)), first.updates([]))
     state["team"]["in_flight"] = {DEV: 1}
-    state["outbox"] = [{**effects.stop(target=DEV), "agent": LEADER}]
+    stop = {**effects.stop(target=DEV), "agent": LEADER}
+    if order == "stop_while_in_flight":
+        state["outbox"] = [stop]
+        stopped = run_pass(runtime, state)
+        assert stopped["agents"][DEV]["status"] == "stopped"
+        assert stopped.get("requests", {}).get(rid, state["requests"][rid])["status"] == tracker.PENDING
+        current = landing(applied(state, stopped), work=True)
+    else:
+        current = landing(state, work=True)
+        current["outbox"].append(stop)
 
-    stopped = run_pass(runtime, state)
-    assert stopped["agents"][DEV]["status"] == "stopped"
-    assert stopped.get("requests", {}).get(rid, state["requests"][rid])["status"] == tracker.PENDING
-
-    after = run_pass(runtime, landing(applied(state, stopped), work=True))
+    after = run_pass(runtime, current)
 
     assert after["requests"][rid]["status"] != tracker.PENDING
     assert after["deliveries"][state["requests"][rid]["message"]]["status"] == "read"
+    assert after["agents"][DEV]["status"] == "stopped"
 
 
 def test_a_step_that_lands_after_its_member_was_terminated_is_closed_and_asks_nothing(runtime):

@@ -176,14 +176,6 @@ def answer_index(step_messages: Sequence[BaseMessage]) -> int:
     return next(i for i, m in enumerate(step_messages) if isinstance(m, AIMessage) and compaction_of(m) is None)
 
 
-def latest_compaction(history: Sequence[BaseMessage]) -> AIMessage | None:
-    """The newest compaction marker of a history, or None."""
-    for message in reversed(history):
-        if isinstance(message, AIMessage) and compaction_of(message) is not None:
-            return message
-    return None
-
-
 def summary_message(marker: AIMessage) -> HumanMessage:
     """How the model sees a stored summary: a user-role message first in its view."""
     return HumanMessage(f"{SUMMARY_HEADER}\n\n{marker.text}", additional_kwargs={COMPACTION_KEY: compaction_of(marker)})

@@ -6,6 +6,12 @@ A result is taken only for the dispatch the state still records, so a stale one
 (a resumed or rewound thread) is dropped, and a dispatch the pool does not hold
 (a new process after a crash) is issued again from the same state.
 
+A step's first model call may be *thought ahead*: started by the pass that issues the
+step, before the checkpoint recording it is written (``StepPool.think_ahead``). The
+step, once started, uses that call only if it would have sent the very same prompt
+(``Ahead.claim``); its tools run after the checkpoint, as always. A crash loses the
+call like any call in flight.
+
 ``VirtualStepPool`` is the same contract in virtual time, for tests: steps finish in
 an order their latencies fix, so an out-of-order interleaving can be pinned.
 """
@@ -17,8 +23,10 @@ import os
 import threading
 import time
 import weakref
+from collections import Counter
 from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 StepResult = dict[str, Any]
@@ -27,11 +35,11 @@ DRAIN_CHECK_SECONDS = 0.1
 """How often a wait looks whether its thread started draining."""
 
 
-def take(finished: Mapping[str, Future[StepResult]], remove: Callable[[str], object]) -> dict[str, StepResult]:
-    """The results of ``finished`` steps, each ``remove``d from its pool; a failure re-raises.
+def results(finished: Mapping[str, Future[StepResult]], remove: Callable[[str], object]) -> dict[str, StepResult]:
+    """The results of ``finished`` steps (they stay in the pool); a failure is ``remove``d and re-raises.
 
-    NOTE: a failed step (or a cancelled one) leaves the pool alone: the others stay for the
-    retried pass (taken and dropped, they would be issued again, their calls run twice).
+    NOTE: a failed step (or a cancelled one) leaves the pool; the others stay for the
+    retried pass (dropped, they would be issued again, their calls run twice).
     """
     for agent, future in finished.items():
         try:
@@ -39,9 +47,60 @@ def take(finished: Mapping[str, Future[StepResult]], remove: Callable[[str], obj
         except BaseException:
             remove(agent)
             raise
-    for agent in finished:
-        remove(agent)
     return {agent: future.result() for agent, future in finished.items()}
+
+
+AHEAD_STARTED = "started"
+AHEAD_CLAIMED = "claimed"
+AHEAD_DROPPED = "dropped"
+"""Outcomes of thought-ahead calls, counted in ``StepPool.ahead_counts``."""
+
+
+Prepared = tuple[tuple[Any, ...], Callable[[], Any]]
+"""A first model call ready to make: what it reads (its inputs) and the call."""
+
+
+@dataclass
+class Ahead:
+    """A step's first model call, started before the step (``StepPool.think_ahead``).
+
+    Attributes:
+        inputs: What the call reads (the prompt and the team view); None: no call was made.
+        answer: The call's result.
+        counts: The pool's outcome counts (under ``lock``).
+        lock: The pool's lock.
+        claimed: Whether a step asked for it already (an answer serves one attempt only).
+    """
+
+    inputs: Future[tuple[Any, ...] | None]
+    answer: Future[Any]
+    counts: Counter[str]
+    lock: threading.Lock
+    claimed: bool = False
+
+    def claim(self, inputs: tuple[Any, ...]) -> Future[Any] | None:
+        """The answer, the first time and if the call was made on ``inputs``; else None.
+
+        NOTE: equal, not merely alike: a state that was never committed (a superstep that
+        failed after its pass) gives another prompt, and its call is dropped. A retried
+        step (the leader's, after a provider error) makes its own call.
+        """
+        first, self.claimed = not self.claimed, True
+        claimed = first and inputs == self.inputs.result()
+        with self.lock:
+            self.counts[AHEAD_CLAIMED if claimed else AHEAD_DROPPED] += first
+        return self.answer if claimed else None
+
+
+def think(prepare: Callable[[], Prepared | None], inputs: Future[tuple[Any, ...] | None]) -> Any:
+    """Prepare a first model call, publish what it reads, make it."""
+    try:
+        prepared = prepare()
+    except BaseException:
+        inputs.set_result(None)
+        raise
+    inputs.set_result(None if prepared is None else prepared[0])
+    return None if prepared is None else prepared[1]()
 
 
 class Steps(Protocol):
@@ -55,7 +114,13 @@ class Steps(Protocol):
 
     def wait(self, thread_id: str, dispatches: Mapping[str, int], *, every: bool, timeout: float | None) -> None: ...
 
-    def take_done(self, thread_id: str, dispatches: Mapping[str, int]) -> dict[str, StepResult]: ...
+    def done(self, thread_id: str, dispatches: Mapping[str, int]) -> dict[str, StepResult]: ...
+
+    def release(self, thread_id: str, dispatches: Mapping[str, int]) -> None: ...
+
+    def think_ahead(self, thread_id: str, agent: str, seq: int, prepare: Callable[[], Prepared | None]) -> None: ...
+
+    def ahead_of(self, thread_id: str, agent: str, seq: int) -> Ahead | None: ...
 
 
 class StepPool:
@@ -64,21 +129,29 @@ class StepPool:
     Attributes:
         draining: Threads whose run is stopping (the CLI's first Ctrl-C): no new step
             is started for them, and the scheduler waits for the ones running.
+        ahead_counts: Thought-ahead calls started, claimed by their step, and dropped (made
+            on another prompt, replaced, or for a dispatch that was never started).
     """
 
     def __init__(self, *, workers: int) -> None:
-        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="teamgraph-step")
-        self._futures: dict[tuple[str, str], tuple[int, Future[StepResult]]] = {}
         self._workers = workers
-        self._lock = threading.Lock()
         self.draining: set[str] = set()
+        self.ahead_counts: Counter[str] = Counter()
+        self._start()
         _POOLS.add(self)
+
+    def _start(self) -> None:
+        self._executor = ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix="teamgraph-step")
+        # NOTE: thought-ahead calls have workers of their own: a step waiting for its call
+        # must never hold the worker that call is queued for.
+        self._thinking = ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix="teamgraph-ahead")
+        self._futures: dict[tuple[str, str], tuple[int, Future[StepResult]]] = {}
+        self._ahead: dict[tuple[str, str], tuple[int, Ahead]] = {}
+        self._lock = threading.Lock()
 
     def _after_fork(self) -> None:
         """In a forked child: the parent's workers do not exist there; its dispatches are issued again."""
-        self._executor = ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix="teamgraph-step")
-        self._futures = {}
-        self._lock = threading.Lock()
+        self._start()
 
     def running(self, thread_id: str, dispatches: Mapping[str, int]) -> dict[str, int]:
         """The dispatches the pool holds (running or finished, not taken yet)."""
@@ -113,19 +186,47 @@ class StepPool:
                 return
             futures = list(pending)
 
-    def take_done(self, thread_id: str, dispatches: Mapping[str, int]) -> dict[str, StepResult]:
-        """The results of ``dispatches`` that are done (removed from the pool); errors re-raise (``take``)."""
+    def done(self, thread_id: str, dispatches: Mapping[str, int]) -> dict[str, StepResult]:
+        """The results of ``dispatches`` that are done, still held until ``release``; errors re-raise."""
         finished = {
             agent: future
             for agent, seq in dispatches.items()
             if (future := self._future(thread_id, agent, seq)) is not None and future.done()
         }
+        return results(finished, lambda agent: self.release(thread_id, {agent: dispatches[agent]}))
 
-        def remove(agent: str) -> None:
-            with self._lock:
-                self._futures.pop((thread_id, agent), None)
+    def release(self, thread_id: str, dispatches: Mapping[str, int]) -> None:
+        """Forget ``dispatches`` (taken by a pass whose state records them)."""
+        with self._lock:
+            for agent, seq in dispatches.items():
+                held = self._futures.get((thread_id, agent))
+                if held is not None and held[0] == seq:
+                    del self._futures[(thread_id, agent)]
 
-        return take(finished, remove)
+    def think_ahead(self, thread_id: str, agent: str, seq: int, prepare: Callable[[], Prepared | None]) -> None:
+        """Start the first model call of dispatch ``seq`` of ``agent``: ``prepare`` it, then make it.
+
+        NOTE: both run on a worker, in a copy of the issuing task's context (config,
+        callbacks, stream writer), as a step does; the issuing pass only submits them.
+        An earlier call for the agent that no step claimed is dropped.
+        """
+        context = contextvars.copy_context()
+        inputs: Future[tuple[Any, ...] | None] = Future()
+        answer = self._thinking.submit(context.run, think, prepare, inputs)
+        ahead = Ahead(inputs=inputs, answer=answer, counts=self.ahead_counts, lock=self._lock)
+        with self._lock:
+            replaced = self._ahead.get((thread_id, agent))
+            self._ahead[(thread_id, agent)] = (seq, ahead)
+            self.ahead_counts[AHEAD_STARTED] += 1
+            self.ahead_counts[AHEAD_DROPPED] += replaced is not None
+
+    def ahead_of(self, thread_id: str, agent: str, seq: int) -> Ahead | None:
+        """The thought-ahead call of dispatch ``seq`` of ``agent`` (it leaves the pool), if any."""
+        with self._lock:
+            held = self._ahead.pop((thread_id, agent), None)
+            stale = held is not None and held[0] != seq
+            self.ahead_counts[AHEAD_DROPPED] += stale
+        return held[1] if held is not None and not stale else None
 
     def _future(self, thread_id: str, agent: str, seq: int) -> Future[StepResult] | None:
         with self._lock:
@@ -212,14 +313,30 @@ class VirtualStepPool:
             self._finished[(thread_id, agent)] = (seq, future)
             self.now = max(self.now, finish)
 
-    def take_done(self, thread_id: str, dispatches: Mapping[str, int]) -> dict[str, StepResult]:
-        """The results of ``dispatches`` that finished (removed from the pool); errors re-raise (``take``)."""
+    def done(self, thread_id: str, dispatches: Mapping[str, int]) -> dict[str, StepResult]:
+        """The results of ``dispatches`` that finished, still held until ``release``; errors re-raise."""
         finished = {
             agent: held[1]
             for agent, seq in dispatches.items()
             if (held := self._finished.get((thread_id, agent))) is not None and held[0] == seq
         }
-        return take(finished, lambda agent: self._finished.pop((thread_id, agent), None))
+        return results(finished, lambda agent: self.release(thread_id, {agent: dispatches[agent]}))
+
+    def release(self, thread_id: str, dispatches: Mapping[str, int]) -> None:
+        """Forget ``dispatches`` (taken by a pass whose state records them)."""
+        for agent, seq in dispatches.items():
+            held = self._finished.get((thread_id, agent))
+            if held is not None and held[0] == seq:
+                del self._finished[(thread_id, agent)]
+
+    def think_ahead(self, thread_id: str, agent: str, seq: int, prepare: Callable[[], Prepared | None]) -> None:
+        """Nothing: in virtual time a step's call is made when the step runs."""
+        del thread_id, agent, seq, prepare
+
+    def ahead_of(self, thread_id: str, agent: str, seq: int) -> Ahead | None:
+        """None: no call is thought ahead in virtual time."""
+        del thread_id, agent, seq
+        return None
 
     def _holds(self, thread_id: str, agent: str, seq: int) -> bool:
         key = (thread_id, agent)

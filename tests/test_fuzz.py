@@ -15,7 +15,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 
 from teamgraph import Policy, ScriptedChatModel, Team
 from teamgraph.messaging.envelopes import LEADER
-from teamgraph.steps import VirtualStepPool
+from teamgraph.steps import AHEAD_DROPPED, VirtualStepPool
 from tests.invariants import assert_team_invariants
 from tests.scripting import act, call
 
@@ -174,6 +174,8 @@ def _run(tmp_path_factory, scheduling: str, leader, members) -> dict:
     out = graph.invoke({"messages": [("user", "Go")]}, config)
 
     assert "__interrupt__" not in out
+    # NOTE: in a run nothing interrupts, every call thought ahead is used by its step.
+    assert getattr(team.runtime.steps, "ahead_counts", {}).get(AHEAD_DROPPED, 0) == 0
     values = graph.get_state(config).values
     assert_team_invariants(values)
     assert values["team"].get("in_flight", {}) == {}  # nothing left running

@@ -527,9 +527,12 @@ def test_a_failed_step_leaves_the_finished_ones_in_the_pool():
     pool.ensure("t", LEADER, 1, provider_down)
     pool.wait("t", {DEV: 1, LEADER: 1}, every=True, timeout=5)
     with pytest.raises(ConnectionError):
-        pool.take_done("t", {DEV: 1, LEADER: 1})
+        pool.done("t", {DEV: 1, LEADER: 1})
     assert pool.running("t", {DEV: 1, LEADER: 1}) == {DEV: 1}
-    assert pool.take_done("t", {DEV: 1}) == {DEV: {"histories": {}, "outbox": []}}
+    assert pool.done("t", {DEV: 1}) == {DEV: {"histories": {}, "outbox": []}}
+    assert pool.running("t", {DEV: 1}) == {DEV: 1}  # NOTE: held until the pass that took it is logged
+    pool.release("t", {DEV: 1})
+    assert pool.running("t", {DEV: 1}) == {}
 
 
 def test_the_virtual_pool_also_leaves_the_finished_steps_when_one_fails():
@@ -542,8 +545,10 @@ def test_the_virtual_pool_also_leaves_the_finished_steps_when_one_fails():
     pool.ensure("t", LEADER, 1, provider_down)
     pool.wait("t", {DEV: 1, LEADER: 1}, every=True, timeout=None)
     with pytest.raises(ConnectionError):
-        pool.take_done("t", {DEV: 1, LEADER: 1})
+        pool.done("t", {DEV: 1, LEADER: 1})
     assert pool.running("t", {DEV: 1, LEADER: 1}) == {DEV: 1}
+    pool.release("t", {DEV: 1})
+    assert pool.running("t", {DEV: 1}) == {}
 
 
 def test_a_cancelled_step_leaves_the_pool():
@@ -554,7 +559,7 @@ def test_a_cancelled_step_leaves_the_pool():
     pool._futures[("t", QA)][1].cancel()  # NOTE: queued behind DEV's, so it can still be cancelled
     gate.set()
     with pytest.raises(CancelledError):
-        pool.take_done("t", {QA: 1})
+        pool.done("t", {QA: 1})
     assert pool.running("t", {QA: 1}) == {}
 
 
@@ -564,6 +569,7 @@ def test_the_pool_takes_only_the_dispatch_the_state_records():
     pool.ensure("t", DEV, 1, lambda: pytest.fail("a dispatch the pool holds is not started twice"))
     pool.wait("t", {DEV: 1}, every=True, timeout=5)
 
-    assert pool.take_done("t", {DEV: 2}) == {}  # a stale result is not taken for a newer dispatch
+    assert pool.done("t", {DEV: 2}) == {}  # a stale result is not taken for a newer dispatch
     assert pool.running("t", {DEV: 2}) == {}
-    assert pool.take_done("t", {DEV: 1}) == {DEV: {"histories": {}, "outbox": []}}
+    pool.release("t", {DEV: 2})  # NOTE: releasing another dispatch forgets nothing
+    assert pool.done("t", {DEV: 1}) == {DEV: {"histories": {}, "outbox": []}}

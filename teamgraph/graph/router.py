@@ -110,13 +110,19 @@ def make_router(runtime: TeamRuntime, *, step_for: StepFor) -> RouterNode:
         # NOTE: the state a pass reads is committed: its log lines are written while it waits.
         logged = write_committed_soon(runtime, committed, config)
         scheduler.wait_for_steps(runtime, committed, config)
-        logged.result()  # NOTE: before taking any step: a failed write leaves them in the pool
-        finished = scheduler.take_finished(runtime, committed, config)
+        finished = scheduler.finished_steps(runtime, committed, config)
         current = scheduler.with_finished(committed, finished)
         # NOTE: the steps this pass issues start in the next superstep, once the checkpoint
-        # that records them is written: a crash then loses only steps in flight.
+        # that records them is written: a crash then loses only steps in flight. Only
+        # their first model calls start now (thought ahead), on the state it will hold.
         updates = run_pass(runtime, current)
         # NOTE: the finished steps' messages are written first: the pass's own appends follow them.
-        return scheduler.finished_messages(updates, finished)
+        updates = scheduler.finished_messages(updates, finished)
+        scheduler.think_ahead(runtime, step_for, committed, updates, config)
+        # NOTE: the checkpoint follows the log lines of the state the pass read; a failed
+        # write (or pass) leaves the finished steps in the pool, for the retried pass.
+        logged.result()
+        scheduler.release(runtime, committed, finished, config)
+        return updates
 
     return router

@@ -7,6 +7,11 @@ finished step, (3) runs the router pass on the state with those steps in it, and
 superstep holds the finished steps applied and the new ones recorded
 (``team["in_flight"]``), so a crash loses only the steps in flight: a new process
 issues them again from the same state.
+
+The first model call of each step a pass issues is thought ahead: started at the end
+of the pass, on the state that checkpoint will hold, instead of one superstep later.
+The step uses it only if it reads that very prompt (``teamgraph/steps.py``); its
+tools run only once the checkpoint recording it is written.
 """
 
 from __future__ import annotations
@@ -20,10 +25,12 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.types import default_retry_on
 
 from teamgraph.ledger.mail import new_user_messages
-from teamgraph.nodes.agent_step import StepFor, take_step
+from teamgraph.nodes.agent_step import StepFor, begin_step, take_step
 from teamgraph.protocols.requests import is_pending
 from teamgraph.records import LEADER
 from teamgraph.runtime import TeamRuntime
+from teamgraph.state import append_histories, merge_records
+from teamgraph.steps import Prepared
 
 LEADER_ATTEMPTS = 3
 """Attempts of a leader's step whose provider fails transiently (a member's failure fails it instead)."""
@@ -61,9 +68,68 @@ def start(
 ) -> None:
     """Start the dispatches ``agents`` (agent -> dispatch number) on ``state``, unless already running."""
     thread_id = thread_of(config)
+    pool = runtime.steps
     for agent, seq in agents.items():
-        step = partial(take_step, runtime, step_for, state, agent, config)
-        runtime.steps.ensure(thread_id, agent, seq, with_retries(step) if agent == LEADER else step)
+        ahead = pool.ahead_of(thread_id, agent, seq)
+        step = partial(take_step, runtime, step_for, state, agent, config, ahead=ahead)
+        pool.ensure(thread_id, agent, seq, with_retries(step) if agent == LEADER else step)
+
+
+def after_pass(state: Mapping[str, Any], updates: Mapping[str, Any]) -> dict[str, Any]:
+    """What a step reads of the state the checkpoint after this pass holds: ``updates``
+    folded into ``state`` by the channels' own reducers (``teamgraph/state.py``).
+
+    NOTE: only what a step reads (histories, registry, requests, team book); a step that
+    claims a call thought ahead on it checks the prompt is the same anyway.
+    """
+    after = dict(state)
+    if "histories" in updates:
+        after["histories"] = append_histories(state.get("histories"), [updates["histories"]])
+    for key in ("agents", "requests"):
+        if key in updates:
+            after[key] = merge_records(state.get(key), [updates[key]])
+    after["team"] = updates.get("team", state.get("team", {}))
+    return after
+
+
+def think_ahead(
+    runtime: TeamRuntime,
+    step_for: StepFor,
+    committed: Mapping[str, Any],
+    updates: Mapping[str, Any],
+    config: RunnableConfig,
+) -> None:
+    """Start the first model call of each step this pass issues, before its checkpoint is written.
+
+    NOTE: never in lockstep (a superstep's steps start together), while draining (no new
+    step starts) or before the human gate (the steps wait for the person's answer).
+    """
+    thread_id = thread_of(config)
+    team = updates.get("team", {})
+    if runtime.scheduling() == "lockstep" or thread_id in runtime.steps.draining or team.get("human"):
+        return
+    before = committed.get("team", {}).get("in_flight", {})
+    issued = [(agent, seq) for agent, seq in team.get("in_flight", {}).items() if before.get(agent) != seq]
+    if not issued:
+        return
+    state = after_pass(committed, updates)
+    for agent, seq in issued:
+        runtime.steps.think_ahead(thread_id, agent, seq, partial(first_call, runtime, step_for, state, agent, config))
+
+
+def first_call(
+    runtime: TeamRuntime, step_for: StepFor, state: Mapping[str, Any], agent: str, config: RunnableConfig
+) -> Prepared | None:
+    """The first model call of ``agent``'s step on ``state``: what it reads, and the call.
+
+    None when the step makes no call (its loop guard stops the turn) or cannot begin
+    (the step itself meets that error and reports it).
+    """
+    try:
+        start = begin_step(runtime, step_for, state, agent, config)
+    except Exception:  # noqa: BLE001 - see the docstring
+        return None
+    return None if start.guard.stop else start.first_call()
 
 
 def seconds_to_next_deadline(runtime: TeamRuntime, state: Mapping[str, Any]) -> float | None:
@@ -117,14 +183,22 @@ def wait_for_steps(runtime: TeamRuntime, state: Mapping[str, Any], config: Runna
         pool.wait(thread_id, held, every=every, timeout=seconds_to_next_deadline(runtime, state))
 
 
-def take_finished(runtime: TeamRuntime, state: Mapping[str, Any], config: RunnableConfig) -> dict[str, dict[str, Any]]:
-    """Take the finished steps of the dispatches ``state`` records (their results by agent).
+def finished_steps(runtime: TeamRuntime, state: Mapping[str, Any], config: RunnableConfig) -> dict[str, dict[str, Any]]:
+    """The results of the finished steps of the dispatches ``state`` records, by agent.
 
-    NOTE: taken steps leave the pool: the pass that takes them must be the one whose
-    checkpoint records them, so nothing that can fail runs between taking and applying.
+    NOTE: they stay in the pool until ``release``: a pass, or its log, that fails leaves
+    them for the retried pass (taken and dropped, they would be issued again).
     """
     in_flight = state.get("team", {}).get("in_flight", {})
-    return runtime.steps.take_done(thread_of(config), in_flight) if in_flight else {}
+    return runtime.steps.done(thread_of(config), in_flight) if in_flight else {}
+
+
+def release(
+    runtime: TeamRuntime, state: Mapping[str, Any], finished: Mapping[str, Any], config: RunnableConfig
+) -> None:
+    """The pool forgets the finished steps this pass took (its updates record them)."""
+    in_flight = state.get("team", {}).get("in_flight", {})
+    runtime.steps.release(thread_of(config), {agent: in_flight[agent] for agent in finished})
 
 
 def with_finished(state: Mapping[str, Any], finished: Mapping[str, dict[str, Any]]) -> dict[str, Any]:

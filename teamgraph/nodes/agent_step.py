@@ -10,19 +10,20 @@ input is only the agent's name (traces do not carry every history).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypedDict, cast
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, SystemMessage, ToolMessage
-from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.config import get_stream_writer
 from langgraph.errors import GraphBubbleUp
 
-from teamgraph.audit.exceptions import guard_step
-from teamgraph.audit.traces import agent_tags
+from teamgraph.audit.exceptions import StepGuard, guard_step
+from teamgraph.audit.traces import agent_tags, traced_run
 from teamgraph.messaging import effects
 from teamgraph.messaging.envelopes import LEADER
 from teamgraph.models import ScriptExhaustedError
@@ -39,6 +40,7 @@ from teamgraph.roles import Role
 from teamgraph.roles.budget import with_budget
 from teamgraph.roles.prompts import leader_prompt, member_prompt
 from teamgraph.runtime import TeamRuntime
+from teamgraph.steps import Ahead
 from teamgraph.tools import tools_for_role, work_tool_names
 from teamgraph.tools.context import TeamView
 from teamgraph.tools.errors import PLAN_REQUIRED, Refusal
@@ -73,13 +75,24 @@ class RoleStep:
     bound: Runnable
     budget: ContextBudget
 
-    def __call__(self, messages: Sequence[BaseMessage], view: TeamView, config: RunnableConfig) -> StepOutput:
-        """One model call on ``messages`` (system prompt first), then its tool calls."""
+    def think(self, messages: Sequence[BaseMessage], view: TeamView, config: RunnableConfig) -> list[BaseMessage]:
+        """The model call on ``messages`` (system prompt first): the leader's budget notices, then the answer."""
         notices: list[BaseMessage] = []
         if self.role.is_leader:
             messages, notices = with_budget(messages, team=view.team, agents=view.agents)
         answer = call_within_context(self.bound, messages, model=self.model, budget=self.budget, config=config)
-        new = [*notices, *answer]
+        return [*notices, *answer]
+
+    def __call__(
+        self,
+        messages: Sequence[BaseMessage],
+        view: TeamView,
+        config: RunnableConfig,
+        *,
+        answer: Future[list[BaseMessage]] | None = None,
+    ) -> StepOutput:
+        """One model call on ``messages`` (or its ``answer``, thought ahead), then its tool calls."""
+        new = answer.result() if answer is not None else self.think(messages, view, config)
         ai = cast(AIMessage, new[-1])
         if not (ai.tool_calls or ai.invalid_tool_calls):
             return StepOutput(new=cast(list[AnyMessage], new), effects=[])
@@ -166,11 +179,56 @@ def _step_config(config: RunnableConfig, name: str, role: Role) -> RunnableConfi
 StepFor = Callable[[Role], RoleStep]
 
 
-def _call(
-    role_step: RoleStep, prompt: list[BaseMessage], view: TeamView, agent: Mapping[str, str], config: RunnableConfig
-) -> StepOutput:
-    del agent  # NOTE: the traced input; the prompt comes from the closure
-    return role_step(prompt, view, config)
+@dataclass(frozen=True)
+class StepStart:
+    """What an agent's step reads before its first model call.
+
+    Attributes:
+        name: The agent.
+        role_step: Its role's step.
+        history: Its history.
+        guard: The loop and escalation rules' verdict on that history.
+        system: The system prompt of this step.
+        view: The team as its tools see it.
+        config: The config of its model calls (run name, tags, metadata).
+    """
+
+    name: str
+    role_step: RoleStep
+    history: Sequence[AnyMessage]
+    guard: StepGuard
+    system: SystemMessage
+    view: TeamView
+    config: RunnableConfig
+
+    def prompt(self, new: Sequence[BaseMessage] = ()) -> list[BaseMessage]:
+        return [self.system, *self.history, *new]
+
+    def first_call(self) -> tuple[tuple[Any, ...], Callable[[], list[BaseMessage]]]:
+        """What the first model call reads, and the call (in its own traced run)."""
+        prompt = self.prompt()
+        think = partial(self.role_step.think, prompt, self.view)
+        return (prompt, self.view), partial(traced_run, think, inputs={AGENT_KEY: self.name}, config=self.config)
+
+
+def begin_step(
+    runtime: TeamRuntime, step_for: StepFor, team: Mapping[str, Any], name: str, config: RunnableConfig
+) -> StepStart:
+    """What agent ``name``'s step reads on the team state ``team`` (``step_for`` may raise)."""
+    role = runtime.roles[team["agents"][name]["role"]]
+    role_step = step_for(role)
+    history = team.get("histories", {}).get(name, [])
+    guard = guard_step(runtime.policy, name, history)  # NOTE: loop and escalation rules (audit/exceptions.py)
+    system = SystemMessage("\n\n".join(filter(None, (system_prompt(runtime, role, name, team), guard.note))))
+    return StepStart(
+        name=name,
+        role_step=role_step,
+        history=history,
+        guard=guard,
+        system=system,
+        view=team_view(team, name),
+        config=_step_config(config, name, role),
+    )
 
 
 def take_step(
@@ -179,6 +237,8 @@ def take_step(
     team: Mapping[str, Any],
     name: str,
     config: RunnableConfig,
+    *,
+    ahead: Ahead | None = None,
 ) -> dict[str, Any]:
     """Take a step (or a slice of steps) of agent ``name`` on the team state ``team``.
 
@@ -194,34 +254,32 @@ def take_step(
         team: The team state the step reads.
         name: The agent.
         config: The issuing router task's config (callbacks and stream writer).
+        ahead: Its first model call, thought ahead: used if made on this very prompt.
 
     Returns:
         The agent's new messages and, for the router, the tools' effects plus one
         ``step`` summary per model call.
     """
-    role = runtime.roles[team["agents"][name]["role"]]
     try:
-        role_step = step_for(role)
+        start = begin_step(runtime, step_for, team, name, config)
     except Exception as exc:
         if name == LEADER:
             raise
         # NOTE: e.g. a role file whose model cannot be built: the member fails with the reason.
         failed = effects.step(message_index=None, ended_turn=True, tool_calls=0, deferred=[])
         return {"outbox": [{**failed, "agent": name, "error": f"{type(exc).__name__}: {exc}"}]}
-    history = team.get("histories", {}).get(name, [])
-    guard = guard_step(runtime.policy, name, history)  # NOTE: loop and escalation rules (audit/exceptions.py)
-    system = SystemMessage("\n\n".join(filter(None, (system_prompt(runtime, role, name, team), guard.note))))
-    view = team_view(team, name)
+    role_step, view, guard = start.role_step, start.view, start.guard
     slice_steps = 1 if name == LEADER else runtime.policy.slice_steps
     new: list[AnyMessage] = []
     outbox: list[dict[str, Any]] = [{**e, "agent": name} for e in guard.effects]
-    step_config = _step_config(config, name, role)
     for _ in range(0 if guard.stop else slice_steps):
+        prompt = start.prompt(new)
+        answer = ahead.claim((prompt, view)) if ahead is not None and not new else None
         # NOTE: one traced run per model call whose input is only the agent's name: a
         # trace (LangSmith) must not carry the agent's whole history at every step.
-        run = RunnableLambda(partial(_call, role_step, [system, *history, *new], view))
+        call = partial(role_step, prompt, view, answer=answer)
         try:
-            result: StepOutput = run.invoke({AGENT_KEY: name}, step_config)
+            result: StepOutput = traced_run(call, inputs={AGENT_KEY: name}, config=start.config)
         except (GraphBubbleUp, ScriptExhaustedError):
             raise
         except Exception as exc:
@@ -251,7 +309,7 @@ def take_step(
         get_stream_writer()(
             {
                 AGENT_KEY: name,
-                ROLE_KEY: role.id,
+                ROLE_KEY: role_step.role.id,
                 "event": "step",
                 "text": ai.text.strip(),
                 "tool_calls": [c["name"] for c in ai.tool_calls],

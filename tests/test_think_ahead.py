@@ -1,0 +1,133 @@
+"""A step's first model call is thought ahead (``Policy.scheduling="completions"``).
+
+The pass that issues a step starts its first model call at once, on the state the
+checkpoint after that pass will hold, instead of one superstep later. The step uses
+that call only if it reads the very same prompt, and runs its tools only once the
+checkpoint is written. These tests check the call is used in an ordinary run, never
+on another prompt, and that a superstep that fails after its pass leaves no trace of
+the calls made on its state.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from scripting import act, call, quiet
+
+from teamgraph import Policy, ScriptedChatModel, Team
+from teamgraph.steps import AHEAD_CLAIMED, AHEAD_DROPPED, AHEAD_STARTED, StepPool
+from tests.invariants import assert_team_invariants
+
+LEADER = "Team Leader"
+R1, U1 = "Researcher_1", "UI Operator_1"
+COMPLETIONS = Policy(scheduling="completions")
+
+
+def two_members() -> dict[str, Any]:
+    return {
+        LEADER: [
+            act(
+                call("create_sub_agent", role_id="researcher", task="Survey the sources."),
+                call("create_sub_agent", role_id="ui-operator", task="Draw the screens."),
+            ),
+            *quiet(),
+        ],
+        R1: [act(call("list_files")), act(call("list_files")), "Survey done."],
+        U1: [act(call("list_files")), "Screens drawn."],
+    }
+
+
+def ai_messages(history: list) -> int:
+    return sum(isinstance(m, AIMessage) for m in history)
+
+
+def test_every_first_call_is_thought_ahead_and_used_by_its_step(make_team):
+    run = make_team(two_members(), policy=COMPLETIONS)
+    before = Counter(run.team.runtime.steps.ahead_counts)
+    run.send("Please do the work.")
+    counts = Counter(run.team.runtime.steps.ahead_counts)
+    counts.subtract(before)
+
+    calls = sum(ai_messages(run.history(name)) for name in (LEADER, R1, U1))
+    assert counts[AHEAD_STARTED] == counts[AHEAD_CLAIMED] == calls
+    assert counts[AHEAD_DROPPED] == 0
+    assert (ai_messages(run.history(R1)), ai_messages(run.history(U1))) == (3, 2)  # NOTE: no call made twice
+    assert run.status(R1) == run.status(U1) == "idle"
+    assert_team_invariants(run.values)
+
+
+def test_no_call_is_thought_ahead_in_lockstep(make_team):
+    run = make_team(two_members(), policy=Policy(scheduling="lockstep"))
+    before = run.team.runtime.steps.ahead_counts[AHEAD_STARTED]
+    run.send("Please do the work.")
+    assert run.team.runtime.steps.ahead_counts[AHEAD_STARTED] == before
+    assert run.status(R1) == run.status(U1) == "idle"
+
+
+def test_a_call_thought_ahead_serves_only_the_same_prompt_and_only_once():
+    pool = StepPool(workers=1)
+    made: list[str] = []
+
+    def prepare():
+        return (["system", "task"], "view"), lambda: made.append("call") or "answer"
+
+    pool.think_ahead("t", R1, 2, prepare)
+    other = pool.ahead_of("t", R1, 2)
+    assert other is not None and other.claim((["system", "another task"], "view")) is None
+
+    pool.think_ahead("t", R1, 3, prepare)
+    same = pool.ahead_of("t", R1, 3)
+    assert same is not None
+    answer = same.claim((["system", "task"], "view"))
+    assert answer is not None and answer.result() == "answer"
+    assert same.claim((["system", "task"], "view")) is None  # NOTE: a retried step makes its own call
+
+    pool.think_ahead("t", R1, 4, prepare)
+    assert pool.ahead_of("t", R1, 5) is None  # NOTE: a call for another dispatch is dropped
+    assert pool.ahead_of("t", R1, 4) is None  # ... and gone
+    assert pool.ahead_counts == Counter({AHEAD_STARTED: 3, AHEAD_CLAIMED: 1, AHEAD_DROPPED: 2})
+
+
+class FailsOnce(InMemorySaver):
+    """Fails to save the writes of the first pass that issues a member's step: its state is never committed.
+
+    NOTE: a failed checkpoint after saved writes would not do: a resumed run applies the
+    saved writes of a finished task instead of running it again.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failed = False
+
+    def put_writes(self, config, writes, task_id, task_path=""):
+        team = dict(writes).get("team") or {}
+        if not self.failed and any(name != LEADER for name in team.get("in_flight", {})):
+            self.failed = True
+            raise OSError("disk full")
+        return super().put_writes(config, writes, task_id, task_path)
+
+
+def test_calls_thought_ahead_on_a_state_never_committed_leave_no_trace(tmp_path):
+    saver = FailsOnce()
+    team = Team(model=ScriptedChatModel(two_members()), home=tmp_path, policy=COMPLETIONS, checkpointer=saver)
+    graph = team.compile()
+    config = {"configurable": {"thread_id": "fails-once"}}
+
+    with pytest.raises(OSError):
+        graph.invoke({"messages": [("user", "Please do the work.")]}, config)
+    started = team.runtime.steps.ahead_counts[AHEAD_STARTED]
+    graph.invoke(None, config)
+
+    values = graph.get_state(config).values
+    counts = team.runtime.steps.ahead_counts
+    assert counts[AHEAD_DROPPED] >= 2  # NOTE: both members' calls, made on the state that failed
+    assert counts[AHEAD_STARTED] > started
+    for name in (R1, U1):
+        record = values["agents"][name]
+        assert record["status"] == "idle"
+        assert ai_messages(values["histories"][name]) == record["steps"]  # NOTE: no dropped call landed
+    assert_team_invariants(values)

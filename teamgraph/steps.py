@@ -56,8 +56,19 @@ AHEAD_DROPPED = "dropped"
 """Outcomes of thought-ahead calls, counted in ``StepPool.ahead_counts``."""
 
 
-Prepared = tuple[tuple[Any, ...], Callable[[], Any]]
-"""A first model call ready to make: what it reads (its inputs) and the call."""
+@dataclass(frozen=True)
+class Prepared:
+    """A first model call ready to make.
+
+    Attributes:
+        reads: What the step reads to make it: a step that reads an equal value makes the same call.
+        start: What the step computed before the call, for the step to go on from.
+        call: The call.
+    """
+
+    reads: tuple[Any, ...]
+    start: Any
+    call: Callable[[], Any]
 
 
 @dataclass
@@ -65,42 +76,43 @@ class Ahead:
     """A step's first model call, started before the step (``StepPool.think_ahead``).
 
     Attributes:
-        inputs: What the call reads (the prompt and the team view); None: no call was made.
+        prepared: The call, once prepared; None: no call was made.
         answer: The call's result.
         counts: The pool's outcome counts (under ``lock``).
         lock: The pool's lock.
         claimed: Whether a step asked for it already (an answer serves one attempt only).
     """
 
-    inputs: Future[tuple[Any, ...] | None]
+    prepared: Future[Prepared | None]
     answer: Future[Any]
     counts: Counter[str]
     lock: threading.Lock
     claimed: bool = False
 
-    def claim(self, inputs: tuple[Any, ...]) -> Future[Any] | None:
-        """The answer, the first time and if the call was made on ``inputs``; else None.
+    def claim(self, reads: tuple[Any, ...]) -> tuple[Any, Future[Any]] | None:
+        """``(start, answer)`` the first time, if the call was made on what the step ``reads``; else None.
 
         NOTE: equal, not merely alike: a state that was never committed (a superstep that
-        failed after its pass) gives another prompt, and its call is dropped. A retried
-        step (the leader's, after a provider error) makes its own call.
+        failed after its pass) reads otherwise, and its call is dropped. A retried step
+        (the leader's, after a provider error) makes its own call.
         """
         first, self.claimed = not self.claimed, True
-        claimed = first and inputs == self.inputs.result()
+        prepared = self.prepared.result() if first else None
+        claimed = prepared is not None and reads == prepared.reads
         with self.lock:
             self.counts[AHEAD_CLAIMED if claimed else AHEAD_DROPPED] += first
-        return self.answer if claimed else None
+        return (prepared.start, self.answer) if prepared is not None and claimed else None
 
 
-def think(prepare: Callable[[], Prepared | None], inputs: Future[tuple[Any, ...] | None]) -> Any:
-    """Prepare a first model call, publish what it reads, make it."""
+def think(prepare: Callable[[], Prepared | None], prepared: Future[Prepared | None]) -> Any:
+    """Prepare a first model call, publish it, make it."""
     try:
-        prepared = prepare()
+        ready = prepare()
     except BaseException:
-        inputs.set_result(None)
+        prepared.set_result(None)
         raise
-    inputs.set_result(None if prepared is None else prepared[0])
-    return None if prepared is None else prepared[1]()
+    prepared.set_result(ready)
+    return None if ready is None else ready.call()
 
 
 class Steps(Protocol):
@@ -211,9 +223,9 @@ class StepPool:
         An earlier call for the agent that no step claimed is dropped.
         """
         context = contextvars.copy_context()
-        inputs: Future[tuple[Any, ...] | None] = Future()
-        answer = self._thinking.submit(context.run, think, prepare, inputs)
-        ahead = Ahead(inputs=inputs, answer=answer, counts=self.ahead_counts, lock=self._lock)
+        prepared: Future[Prepared | None] = Future()
+        answer = self._thinking.submit(context.run, think, prepare, prepared)
+        ahead = Ahead(prepared=prepared, answer=answer, counts=self.ahead_counts, lock=self._lock)
         with self._lock:
             replaced = self._ahead.get((thread_id, agent))
             self._ahead[(thread_id, agent)] = (seq, ahead)

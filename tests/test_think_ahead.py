@@ -19,7 +19,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from scripting import act, call, quiet
 
 from teamgraph import Policy, ScriptedChatModel, Team
-from teamgraph.steps import AHEAD_CLAIMED, AHEAD_DROPPED, AHEAD_STARTED, StepPool
+from teamgraph.steps import AHEAD_CLAIMED, AHEAD_DROPPED, AHEAD_STARTED, Prepared, StepPool
 from tests.invariants import assert_team_invariants
 
 LEADER = "Team Leader"
@@ -68,28 +68,39 @@ def test_no_call_is_thought_ahead_in_lockstep(make_team):
     assert run.status(R1) == run.status(U1) == "idle"
 
 
-def test_a_call_thought_ahead_serves_only_the_same_prompt_and_only_once():
+def test_a_call_thought_ahead_serves_only_what_was_read_and_only_once():
     pool = StepPool(workers=1)
-    made: list[str] = []
 
     def prepare():
-        return (["system", "task"], "view"), lambda: made.append("call") or "answer"
+        return Prepared(reads=(R1, ["task"]), start="start", call=lambda: "answer")
 
     pool.think_ahead("t", R1, 2, prepare)
     other = pool.ahead_of("t", R1, 2)
-    assert other is not None and other.claim((["system", "another task"], "view")) is None
+    assert other is not None and other.claim((R1, ["another task"])) is None
 
     pool.think_ahead("t", R1, 3, prepare)
     same = pool.ahead_of("t", R1, 3)
     assert same is not None
-    answer = same.claim((["system", "task"], "view"))
-    assert answer is not None and answer.result() == "answer"
-    assert same.claim((["system", "task"], "view")) is None  # NOTE: a retried step makes its own call
+    claimed = same.claim((R1, ["task"]))
+    assert claimed is not None and claimed[0] == "start" and claimed[1].result() == "answer"
+    assert same.claim((R1, ["task"])) is None  # NOTE: a retried step makes its own call
 
     pool.think_ahead("t", R1, 4, prepare)
     assert pool.ahead_of("t", R1, 5) is None  # NOTE: a call for another dispatch is dropped
     assert pool.ahead_of("t", R1, 4) is None  # ... and gone
     assert pool.ahead_counts == Counter({AHEAD_STARTED: 3, AHEAD_CLAIMED: 1, AHEAD_DROPPED: 2})
+
+
+def test_a_call_whose_preparation_fails_is_dropped_and_the_step_goes_on():
+    pool = StepPool(workers=1)
+
+    def prepare():
+        raise ValueError("no such role")
+
+    pool.think_ahead("t", R1, 1, prepare)
+    ahead = pool.ahead_of("t", R1, 1)
+    assert ahead is not None and ahead.claim((R1, [])) is None
+    assert pool.ahead_counts[AHEAD_DROPPED] == 1
 
 
 class FailsOnce(InMemorySaver):

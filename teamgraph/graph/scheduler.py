@@ -25,7 +25,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.types import default_retry_on
 
 from teamgraph.ledger.mail import new_user_messages
-from teamgraph.nodes.agent_step import StepFor, begin_step, take_step
+from teamgraph.nodes.agent_step import StepFor, begin_step, step_reads, take_step
 from teamgraph.protocols.requests import is_pending
 from teamgraph.records import LEADER
 from teamgraph.runtime import TeamRuntime
@@ -120,7 +120,7 @@ def think_ahead(
 def first_call(
     runtime: TeamRuntime, step_for: StepFor, state: Mapping[str, Any], agent: str, config: RunnableConfig
 ) -> Prepared | None:
-    """The first model call of ``agent``'s step on ``state``: what it reads, and the call.
+    """The first model call of ``agent``'s step on ``state``, prepared.
 
     None when the step makes no call (its loop guard stops the turn) or cannot begin
     (the step itself meets that error and reports it).
@@ -129,7 +129,7 @@ def first_call(
         start = begin_step(runtime, step_for, state, agent, config)
     except Exception:  # noqa: BLE001 - see the docstring
         return None
-    return None if start.guard.stop else start.first_call()
+    return None if start.guard.stop else start.first_call(step_reads(state, agent))
 
 
 def seconds_to_next_deadline(runtime: TeamRuntime, state: Mapping[str, Any]) -> float | None:

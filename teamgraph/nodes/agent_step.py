@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, TypedDict, cast
 
@@ -40,7 +40,7 @@ from teamgraph.roles import Role
 from teamgraph.roles.budget import with_budget
 from teamgraph.roles.prompts import leader_prompt, member_prompt
 from teamgraph.runtime import TeamRuntime
-from teamgraph.steps import Ahead
+from teamgraph.steps import Ahead, Prepared
 from teamgraph.tools import tools_for_role, work_tool_names
 from teamgraph.tools.context import TeamView
 from teamgraph.tools.errors import PLAN_REQUIRED, Refusal
@@ -204,11 +204,27 @@ class StepStart:
     def prompt(self, new: Sequence[BaseMessage] = ()) -> list[BaseMessage]:
         return [self.system, *self.history, *new]
 
-    def first_call(self) -> tuple[tuple[Any, ...], Callable[[], list[BaseMessage]]]:
-        """What the first model call reads, and the call (in its own traced run)."""
-        prompt = self.prompt()
-        think = partial(self.role_step.think, prompt, self.view)
-        return (prompt, self.view), partial(traced_run, think, inputs={AGENT_KEY: self.name}, config=self.config)
+    def first_call(self, reads: tuple[Any, ...]) -> Prepared:
+        """The first model call (in its own traced run), for ``StepPool.think_ahead``."""
+        think = partial(self.role_step.think, self.prompt(), self.view)
+        return Prepared(
+            reads=reads, start=self, call=partial(traced_run, think, inputs={AGENT_KEY: self.name}, config=self.config)
+        )
+
+
+def step_reads(team: Mapping[str, Any], name: str) -> tuple[Any, ...]:
+    """What ``begin_step`` reads of the team state: equal reads give the same start, and the same prompt.
+
+    NOTE: compared at every thought-ahead call; the records are the same objects when
+    nothing went wrong, so the comparison is by identity, item by item.
+    """
+    return (
+        name,
+        team.get("histories", {}).get(name, []),
+        team.get("agents", {}),
+        team.get("requests", {}),
+        team.get("team", {}),
+    )
 
 
 def begin_step(
@@ -229,6 +245,34 @@ def begin_step(
         view=team_view(team, name),
         config=_step_config(config, name, role),
     )
+
+
+def start_step(
+    runtime: TeamRuntime,
+    step_for: StepFor,
+    team: Mapping[str, Any],
+    name: str,
+    config: RunnableConfig,
+    *,
+    ahead: Ahead | None,
+) -> tuple[StepStart, Future[list[BaseMessage]] | None]:
+    """What the step reads, and its first call's answer when thought ahead on what it reads.
+
+    Raises:
+        Exception: What ``begin_step`` raises (a role whose model cannot be built).
+    """
+    claimed = ahead.claim(step_reads(team, name)) if ahead is not None else None
+    if claimed is None:
+        return begin_step(runtime, step_for, team, name, config), None
+    # NOTE: the start computed with the call; its config is this task's (its tools' runs).
+    start, answer = claimed
+    return replace(start, config=_step_config(config, name, start.role_step.role)), answer
+
+
+def failed_step(name: str, exc: Exception) -> dict[str, Any]:
+    """The ``step`` effect of a member whose step failed, with the reason."""
+    failed = effects.step(message_index=None, ended_turn=True, tool_calls=0, deferred=[])
+    return {**failed, "agent": name, "error": f"{type(exc).__name__}: {exc}"}
 
 
 def take_step(
@@ -254,30 +298,27 @@ def take_step(
         team: The team state the step reads.
         name: The agent.
         config: The issuing router task's config (callbacks and stream writer).
-        ahead: Its first model call, thought ahead: used if made on this very prompt.
+        ahead: Its first model call, thought ahead: used if made on what this step reads.
 
     Returns:
         The agent's new messages and, for the router, the tools' effects plus one
         ``step`` summary per model call.
     """
     try:
-        start = begin_step(runtime, step_for, team, name, config)
+        start, answer = start_step(runtime, step_for, team, name, config, ahead=ahead)
     except Exception as exc:
         if name == LEADER:
             raise
         # NOTE: e.g. a role file whose model cannot be built: the member fails with the reason.
-        failed = effects.step(message_index=None, ended_turn=True, tool_calls=0, deferred=[])
-        return {"outbox": [{**failed, "agent": name, "error": f"{type(exc).__name__}: {exc}"}]}
+        return {"outbox": [failed_step(name, exc)]}
     role_step, view, guard = start.role_step, start.view, start.guard
     slice_steps = 1 if name == LEADER else runtime.policy.slice_steps
     new: list[AnyMessage] = []
     outbox: list[dict[str, Any]] = [{**e, "agent": name} for e in guard.effects]
     for _ in range(0 if guard.stop else slice_steps):
-        prompt = start.prompt(new)
-        answer = ahead.claim((prompt, view)) if ahead is not None and not new else None
         # NOTE: one traced run per model call whose input is only the agent's name: a
         # trace (LangSmith) must not carry the agent's whole history at every step.
-        call = partial(role_step, prompt, view, answer=answer)
+        call = partial(role_step, start.prompt(new), view, answer=None if new else answer)
         try:
             result: StepOutput = traced_run(call, inputs={AGENT_KEY: name}, config=start.config)
         except (GraphBubbleUp, ScriptExhaustedError):
@@ -287,8 +328,7 @@ def take_step(
                 raise
             # NOTE: a member whose provider keeps failing is marked failed and the
             # leader is told; the rest of the team goes on.
-            failed = effects.step(message_index=None, ended_turn=True, tool_calls=0, deferred=[])
-            outbox.append({**failed, "agent": name, "error": f"{type(exc).__name__}: {exc}"})
+            outbox.append(failed_step(name, exc))
             break
         step_messages: list[AnyMessage] = result["new"]
         at = answer_index(step_messages)  # NOTE: compaction markers and notices come first

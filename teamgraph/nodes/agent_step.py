@@ -94,7 +94,7 @@ class RoleStep:
         """One model call on ``messages`` (or its ``answer``, thought ahead), then its tool calls."""
         new = answer.result() if answer is not None else self.think(messages, view, config)
         ai = cast(AIMessage, new[-1])
-        if not (ai.tool_calls or ai.invalid_tool_calls):
+        if not calls_tools(new):
             return StepOutput(new=cast(list[AnyMessage], new), effects=[])
         refused = {} if not self.gated or plan_approved(view) else dict.fromkeys(self.gated, PLAN_FIRST)
         answers, step_effects, _ = run_tool_calls(
@@ -269,6 +269,27 @@ def start_step(
     return replace(start, config=_step_config(config, name, start.role_step.role)), answer
 
 
+def call_and_act(
+    start: StepStart, prompt: list[BaseMessage], *, answer: Future[list[BaseMessage]] | None
+) -> StepOutput:
+    """One model call (or its answer, thought ahead) and its tool calls, in the step's traced run.
+
+    NOTE: one traced run per model call whose input is only the agent's name: a trace
+    (LangSmith) must not carry the agent's whole history at every step. A call thought
+    ahead ran in a traced run of its own: the step adds one only for its tools.
+    """
+    if answer is not None and not calls_tools(answer.result()):
+        return start.role_step(prompt, start.view, start.config, answer=answer)
+    call = partial(start.role_step, prompt, start.view, answer=answer)
+    return traced_run(call, inputs={AGENT_KEY: start.name}, config=start.config)
+
+
+def calls_tools(new: Sequence[BaseMessage]) -> bool:
+    """Whether the answer (its last message) calls tools, well-formed or not."""
+    ai = cast(AIMessage, new[-1])
+    return bool(ai.tool_calls or ai.invalid_tool_calls)
+
+
 def failed_step(name: str, exc: Exception) -> dict[str, Any]:
     """The ``step`` effect of a member whose step failed, with the reason."""
     failed = effects.step(message_index=None, ended_turn=True, tool_calls=0, deferred=[])
@@ -311,16 +332,13 @@ def take_step(
             raise
         # NOTE: e.g. a role file whose model cannot be built: the member fails with the reason.
         return {"outbox": [failed_step(name, exc)]}
-    role_step, view, guard = start.role_step, start.view, start.guard
+    role_step, guard = start.role_step, start.guard
     slice_steps = 1 if name == LEADER else runtime.policy.slice_steps
     new: list[AnyMessage] = []
     outbox: list[dict[str, Any]] = [{**e, "agent": name} for e in guard.effects]
     for _ in range(0 if guard.stop else slice_steps):
-        # NOTE: one traced run per model call whose input is only the agent's name: a
-        # trace (LangSmith) must not carry the agent's whole history at every step.
-        call = partial(role_step, start.prompt(new), view, answer=None if new else answer)
         try:
-            result: StepOutput = traced_run(call, inputs={AGENT_KEY: name}, config=start.config)
+            result = call_and_act(start, start.prompt(new), answer=None if new else answer)
         except (GraphBubbleUp, ScriptExhaustedError):
             raise
         except Exception as exc:

@@ -14,7 +14,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, AIMessageChunk
 from langgraph.checkpoint.memory import InMemorySaver
 from scripting import act, call, quiet
 
@@ -142,3 +142,21 @@ def test_calls_thought_ahead_on_a_state_never_committed_leave_no_trace(tmp_path)
         assert record["status"] == "idle"
         assert ai_messages(values["histories"][name]) == record["steps"]  # NOTE: no dropped call landed
     assert_team_invariants(values)
+
+
+def test_the_tokens_of_calls_thought_ahead_stream_named_and_add_up_to_the_histories(tmp_path):
+    team = Team(model=ScriptedChatModel(two_members()), home=tmp_path, policy=COMPLETIONS)
+    graph = team.compile()
+    config = {"configurable": {"thread_id": "streamed"}}
+    texts: dict[str, str] = {}
+    for ns, (chunk, meta) in graph.stream(
+        {"messages": [("user", "Please do the work.")]}, config, stream_mode="messages", subgraphs=True
+    ):
+        if isinstance(chunk, AIMessageChunk):
+            assert (ns, meta["langgraph_node"]) == ((), "router")
+            assert meta["teamgraph_agent"] in (LEADER, R1, U1), meta
+            texts[chunk.id] = texts.get(chunk.id, "") + chunk.text
+    histories = graph.get_state(config).values["histories"]
+    kept = {m.id: m.text for name in (LEADER, R1, U1) for m in histories[name] if isinstance(m, AIMessage)}
+    assert texts == kept  # NOTE: every call streamed once, whole, under the id its history keeps
+    assert team.runtime.steps.ahead_counts[AHEAD_CLAIMED] == len(kept)

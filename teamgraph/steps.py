@@ -56,17 +56,19 @@ AHEAD_DROPPED = "dropped"
 """Outcomes of thought-ahead calls, counted in ``StepPool.ahead_counts``."""
 
 
+class CallDropped(Exception):
+    """A call thought ahead that no step used (its traced run ends with this error)."""
+
+
 @dataclass(frozen=True)
 class Prepared:
     """A first model call ready to make.
 
     Attributes:
-        reads: What the step reads to make it: a step that reads an equal value makes the same call.
         start: What the step computed before the call, for the step to go on from.
         call: The call.
     """
 
-    reads: tuple[Any, ...]
     start: Any
     call: Callable[[], Any]
 
@@ -76,15 +78,19 @@ class Ahead:
     """A step's first model call, started before the step (``StepPool.think_ahead``).
 
     Attributes:
+        reads: What the step read to make it: a step that reads an equal value makes the same call.
         prepared: The call, once prepared; None: no call was made.
         answer: The call's result.
+        end: Ends what was opened for the call (its traced run) when no step uses it.
         counts: The pool's outcome counts (under ``lock``).
         lock: The pool's lock.
         claimed: Whether a step asked for it already (an answer serves one attempt only).
     """
 
+    reads: tuple[Any, ...]
     prepared: Future[Prepared | None]
     answer: Future[Any]
+    end: Callable[[BaseException], None]
     counts: Counter[str]
     lock: threading.Lock
     claimed: bool = False
@@ -92,16 +98,32 @@ class Ahead:
     def claim(self, reads: tuple[Any, ...]) -> tuple[Any, Future[Any]] | None:
         """``(start, answer)`` the first time, if the call was made on what the step ``reads``; else None.
 
-        NOTE: equal, not merely alike: a state that was never committed (a superstep that
-        failed after its pass) reads otherwise, and its call is dropped. A retried step
-        (the leader's, after a provider error) makes its own call.
+        The step that gets them ends what was opened for the call. NOTE: equal, not merely
+        alike: a state that was never committed (a superstep that failed after its pass)
+        reads otherwise, and its call is dropped. A call that has not started yet is
+        dropped too (not waited for: it may queue behind a stale call that hangs), and a
+        retried step (the leader's, after a provider error) makes its own call.
         """
-        first, self.claimed = not self.claimed, True
-        prepared = self.prepared.result() if first else None
-        claimed = prepared is not None and reads == prepared.reads
+        if self.claimed:
+            return None
+        self.claimed = True
+        prepared = self.prepared.result() if reads == self.reads and not self.answer.cancel() else None
         with self.lock:
-            self.counts[AHEAD_CLAIMED if claimed else AHEAD_DROPPED] += first
-        return (prepared.start, self.answer) if prepared is not None and claimed else None
+            self.counts[AHEAD_CLAIMED if prepared is not None else AHEAD_DROPPED] += 1
+        if prepared is None:
+            self.drop()
+            return None
+        return prepared.start, self.answer
+
+    def drop(self) -> None:
+        """No step uses the call: it is not made if it has not started; once it is done, ``end``."""
+        if self.answer.cancel():
+            self.end(CallDropped("no step used this call: it was not made"))
+        else:
+            self.answer.add_done_callback(self._end_dropped)
+
+    def _end_dropped(self, answer: Future[Any]) -> None:
+        self.end(answer.exception() or CallDropped("no step used this call: it read another state"))
 
 
 def think(prepare: Callable[[], Prepared | None], prepared: Future[Prepared | None]) -> Any:
@@ -119,6 +141,7 @@ class Steps(Protocol):
     """What the scheduler needs of a pool of steps (``StepPool``, ``VirtualStepPool``)."""
 
     draining: set[str]
+    thinks_ahead: bool
 
     def running(self, thread_id: str, dispatches: Mapping[str, int]) -> dict[str, int]: ...
 
@@ -130,7 +153,18 @@ class Steps(Protocol):
 
     def release(self, thread_id: str, dispatches: Mapping[str, int]) -> None: ...
 
-    def think_ahead(self, thread_id: str, agent: str, seq: int, prepare: Callable[[], Prepared | None]) -> None: ...
+    def holds_ahead(self, thread_id: str, agent: str, seq: int, reads: tuple[Any, ...]) -> bool: ...
+
+    def think_ahead(
+        self,
+        thread_id: str,
+        agent: str,
+        seq: int,
+        reads: tuple[Any, ...],
+        prepare: Callable[[], Prepared | None],
+        *,
+        end: Callable[[BaseException], None],
+    ) -> None: ...
 
     def ahead_of(self, thread_id: str, agent: str, seq: int) -> Ahead | None: ...
 
@@ -143,7 +177,10 @@ class StepPool:
             is started for them, and the scheduler waits for the ones running.
         ahead_counts: Thought-ahead calls started, claimed by their step, and dropped (made
             on another prompt, replaced, or for a dispatch that was never started).
+        thinks_ahead: True: it starts the first model call of a step when the step is issued.
     """
+
+    thinks_ahead = True
 
     def __init__(self, *, workers: int) -> None:
         self._workers = workers
@@ -215,30 +252,63 @@ class StepPool:
                 if held is not None and held[0] == seq:
                     del self._futures[(thread_id, agent)]
 
-    def think_ahead(self, thread_id: str, agent: str, seq: int, prepare: Callable[[], Prepared | None]) -> None:
-        """Start the first model call of dispatch ``seq`` of ``agent``: ``prepare`` it, then make it.
+    def holds_ahead(self, thread_id: str, agent: str, seq: int, reads: tuple[Any, ...]) -> bool:
+        """Whether a call no step used yet is held for dispatch ``seq`` of ``agent``, made on ``reads``.
+
+        NOTE: a pass retried after a failure issues the same dispatch again: that call serves.
+        """
+        with self._lock:
+            held = self._ahead.get((thread_id, agent))
+        return held is not None and held[0] == seq and not held[1].claimed and held[1].reads == reads
+
+    def think_ahead(
+        self,
+        thread_id: str,
+        agent: str,
+        seq: int,
+        reads: tuple[Any, ...],
+        prepare: Callable[[], Prepared | None],
+        *,
+        end: Callable[[BaseException], None],
+    ) -> None:
+        """Start the first model call of dispatch ``seq`` of ``agent``, on what it ``reads``: prepare it, make it.
 
         NOTE: both run on a worker, in a copy of the issuing task's context (config,
         callbacks, stream writer), as a step does; the issuing pass only submits them.
-        An earlier call for the agent that no step claimed is dropped.
+        Any other call held for the agent is dropped. ``end`` ends what was opened for
+        the call if no step uses it.
         """
+        key = (thread_id, agent)
         context = contextvars.copy_context()
         prepared: Future[Prepared | None] = Future()
         answer = self._thinking.submit(context.run, think, prepare, prepared)
-        ahead = Ahead(prepared=prepared, answer=answer, counts=self.ahead_counts, lock=self._lock)
+        ahead = Ahead(reads=reads, prepared=prepared, answer=answer, end=end, counts=self.ahead_counts, lock=self._lock)
         with self._lock:
-            replaced = self._ahead.get((thread_id, agent))
-            self._ahead[(thread_id, agent)] = (seq, ahead)
+            replaced = self._ahead.get(key)
+            self._ahead[key] = (seq, ahead)
             self.ahead_counts[AHEAD_STARTED] += 1
             self.ahead_counts[AHEAD_DROPPED] += replaced is not None
+        if replaced is not None:
+            replaced[1].drop()
 
     def ahead_of(self, thread_id: str, agent: str, seq: int) -> Ahead | None:
-        """The thought-ahead call of dispatch ``seq`` of ``agent`` (it leaves the pool), if any."""
+        """The thought-ahead call of dispatch ``seq`` of ``agent`` (it leaves the pool), if any.
+
+        NOTE: a call for an earlier dispatch is dropped; one for a later dispatch stays
+        (each superstep starts every dispatch it records, the running ones too).
+        """
+        key = (thread_id, agent)
         with self._lock:
-            held = self._ahead.pop((thread_id, agent), None)
-            stale = held is not None and held[0] != seq
+            held = self._ahead.get(key)
+            if held is None or held[0] > seq:
+                return None
+            del self._ahead[key]
+            stale = held[0] < seq
             self.ahead_counts[AHEAD_DROPPED] += stale
-        return held[1] if held is not None and not stale else None
+        if stale:
+            held[1].drop()
+            return None
+        return held[1]
 
     def _future(self, thread_id: str, agent: str, seq: int) -> Future[StepResult] | None:
         with self._lock:
@@ -278,7 +348,10 @@ class VirtualStepPool:
     Attributes:
         now: The virtual time (seconds) of the last completion.
         draining: As ``StepPool.draining``.
+        thinks_ahead: False: a step's first call is made when the step runs, in virtual time.
     """
+
+    thinks_ahead = False
 
     def __init__(self, *, latency: Callable[[str, int], float]) -> None:
         self._latency = latency
@@ -341,9 +414,23 @@ class VirtualStepPool:
             if held is not None and held[0] == seq:
                 del self._finished[(thread_id, agent)]
 
-    def think_ahead(self, thread_id: str, agent: str, seq: int, prepare: Callable[[], Prepared | None]) -> None:
+    def holds_ahead(self, thread_id: str, agent: str, seq: int, reads: tuple[Any, ...]) -> bool:
+        """False: no call is thought ahead in virtual time."""
+        del thread_id, agent, seq, reads
+        return False
+
+    def think_ahead(
+        self,
+        thread_id: str,
+        agent: str,
+        seq: int,
+        reads: tuple[Any, ...],
+        prepare: Callable[[], Prepared | None],
+        *,
+        end: Callable[[BaseException], None],
+    ) -> None:
         """Nothing: in virtual time a step's call is made when the step runs."""
-        del thread_id, agent, seq, prepare
+        del thread_id, agent, seq, reads, prepare, end
 
     def ahead_of(self, thread_id: str, agent: str, seq: int) -> Ahead | None:
         """None: no call is thought ahead in virtual time."""

@@ -24,8 +24,9 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import default_retry_on
 
+from teamgraph.audit.traces import OpenRun
 from teamgraph.ledger.mail import new_user_messages
-from teamgraph.nodes.agent_step import StepFor, begin_step, step_reads, take_step
+from teamgraph.nodes.agent_step import StepFor, begin_step, open_step_run, step_reads, take_step
 from teamgraph.protocols.requests import is_pending
 from teamgraph.records import LEADER
 from teamgraph.runtime import TeamRuntime
@@ -106,7 +107,8 @@ def think_ahead(
     """
     thread_id = thread_of(config)
     team = updates.get("team", {})
-    if runtime.scheduling() == "lockstep" or thread_id in runtime.steps.draining or team.get("human"):
+    pool = runtime.steps
+    if not pool.thinks_ahead or runtime.scheduling() == "lockstep" or thread_id in pool.draining or team.get("human"):
         return
     before = committed.get("team", {}).get("in_flight", {})
     issued = [(agent, seq) for agent, seq in team.get("in_flight", {}).items() if before.get(agent) != seq]
@@ -114,13 +116,32 @@ def think_ahead(
         return
     state = after_pass(committed, updates)
     for agent, seq in issued:
-        runtime.steps.think_ahead(thread_id, agent, seq, partial(first_call, runtime, step_for, state, agent, config))
+        reads = step_reads(state, agent)
+        if pool.holds_ahead(thread_id, agent, seq, reads):
+            continue  # NOTE: a pass retried after a failure: the call it made serves
+        try:
+            run = open_step_run(runtime, state, agent, config)
+        except KeyError:
+            continue  # NOTE: a role that is gone: the step itself meets the error and reports it
+        prepare = partial(first_call, runtime, step_for, state, agent, config, run=run)
+        pool.think_ahead(thread_id, agent, seq, reads, prepare, end=partial(end_unused, run))
+
+
+def end_unused(run: OpenRun, error: BaseException) -> None:
+    """End the traced run of a call thought ahead that no step used."""
+    run.end(error=error)
 
 
 def first_call(
-    runtime: TeamRuntime, step_for: StepFor, state: Mapping[str, Any], agent: str, config: RunnableConfig
+    runtime: TeamRuntime,
+    step_for: StepFor,
+    state: Mapping[str, Any],
+    agent: str,
+    config: RunnableConfig,
+    *,
+    run: OpenRun,
 ) -> Prepared | None:
-    """The first model call of ``agent``'s step on ``state``, prepared.
+    """The first model call of ``agent``'s step on ``state``, prepared, in ``run``.
 
     None when the step makes no call (its loop guard stops the turn) or cannot begin
     (the step itself meets that error and reports it).
@@ -129,7 +150,7 @@ def first_call(
         start = begin_step(runtime, step_for, state, agent, config)
     except Exception:  # noqa: BLE001 - see the docstring
         return None
-    return None if start.guard.stop else start.first_call(step_reads(state, agent))
+    return None if start.guard.stop else start.first_call(run)
 
 
 def seconds_to_next_deadline(runtime: TeamRuntime, state: Mapping[str, Any]) -> float | None:

@@ -23,7 +23,7 @@ from langgraph.config import get_stream_writer
 from langgraph.errors import GraphBubbleUp
 
 from teamgraph.audit.exceptions import StepGuard, guard_step
-from teamgraph.audit.traces import agent_tags, traced_run
+from teamgraph.audit.traces import OpenRun, agent_tags, open_run, run_and_end, traced_run
 from teamgraph.messaging import effects
 from teamgraph.messaging.envelopes import LEADER
 from teamgraph.models import ScriptExhaustedError
@@ -204,12 +204,31 @@ class StepStart:
     def prompt(self, new: Sequence[BaseMessage] = ()) -> list[BaseMessage]:
         return [self.system, *self.history, *new]
 
-    def first_call(self, reads: tuple[Any, ...]) -> Prepared:
-        """The first model call (in its own traced run), for ``StepPool.think_ahead``."""
+    def first_call(self, run: OpenRun) -> Prepared:
+        """The first model call, in ``run`` (``open_step_run``), for ``StepPool.think_ahead``.
+
+        NOTE: the step that uses the call runs its tools in that run and ends it.
+        """
         think = partial(self.role_step.think, self.prompt(), self.view)
-        return Prepared(
-            reads=reads, start=self, call=partial(traced_run, think, inputs={AGENT_KEY: self.name}, config=self.config)
-        )
+        return Prepared(start=(self, run), call=partial(run.run, think))
+
+
+def open_step_run(runtime: TeamRuntime, team: Mapping[str, Any], name: str, config: RunnableConfig) -> OpenRun:
+    """Open the traced run of agent ``name``'s next model call (a call thought ahead).
+
+    NOTE: opened by the issuing pass, while its own run is open: the call's run nests
+    under it, as a step's run nests under the pass that starts it.
+    """
+    role = runtime.roles[team["agents"][name]["role"]]
+    return open_run(inputs={AGENT_KEY: name}, config=_step_config(config, name, role))
+
+
+@dataclass(frozen=True)
+class Thought:
+    """A first model call thought ahead that a step uses: its answer, and the traced run it opened."""
+
+    run: OpenRun
+    answer: Future[list[BaseMessage]]
 
 
 def step_reads(team: Mapping[str, Any], name: str) -> tuple[Any, ...]:
@@ -255,8 +274,8 @@ def start_step(
     config: RunnableConfig,
     *,
     ahead: Ahead | None,
-) -> tuple[StepStart, Future[list[BaseMessage]] | None]:
-    """What the step reads, and its first call's answer when thought ahead on what it reads.
+) -> tuple[StepStart, Thought | None]:
+    """What the step reads, and its first call when thought ahead on what it reads.
 
     Raises:
         Exception: What ``begin_step`` raises (a role whose model cannot be built).
@@ -264,23 +283,21 @@ def start_step(
     claimed = ahead.claim(step_reads(team, name)) if ahead is not None else None
     if claimed is None:
         return begin_step(runtime, step_for, team, name, config), None
-    # NOTE: the start computed with the call; its config is this task's (its tools' runs).
-    start, answer = claimed
-    return replace(start, config=_step_config(config, name, start.role_step.role)), answer
+    # NOTE: the start computed with the call; its config is this task's (later calls of a slice).
+    (start, run), answer = claimed
+    return replace(start, config=_step_config(config, name, start.role_step.role)), Thought(run=run, answer=answer)
 
 
-def call_and_act(
-    start: StepStart, prompt: list[BaseMessage], *, answer: Future[list[BaseMessage]] | None
-) -> StepOutput:
-    """One model call (or its answer, thought ahead) and its tool calls, in the step's traced run.
+def call_and_act(start: StepStart, prompt: list[BaseMessage], *, thought: Thought | None) -> StepOutput:
+    """One model call (or the call thought ahead) and its tool calls, in one traced run.
 
     NOTE: one traced run per model call whose input is only the agent's name: a trace
     (LangSmith) must not carry the agent's whole history at every step. A call thought
-    ahead ran in a traced run of its own: the step adds one only for its tools.
+    ahead opened that run: its tools run in it, and it ends here.
     """
-    if answer is not None and not calls_tools(answer.result()):
-        return start.role_step(prompt, start.view, start.config, answer=answer)
-    call = partial(start.role_step, prompt, start.view, answer=answer)
+    if thought is not None:
+        return run_and_end(thought.run, partial(start.role_step, prompt, start.view, answer=thought.answer))
+    call = partial(start.role_step, prompt, start.view)
     return traced_run(call, inputs={AGENT_KEY: start.name}, config=start.config)
 
 
@@ -326,7 +343,7 @@ def take_step(
         ``step`` summary per model call.
     """
     try:
-        start, answer = start_step(runtime, step_for, team, name, config, ahead=ahead)
+        start, thought = start_step(runtime, step_for, team, name, config, ahead=ahead)
     except Exception as exc:
         if name == LEADER:
             raise
@@ -338,7 +355,7 @@ def take_step(
     outbox: list[dict[str, Any]] = [{**e, "agent": name} for e in guard.effects]
     for _ in range(0 if guard.stop else slice_steps):
         try:
-            result = call_and_act(start, start.prompt(new), answer=None if new else answer)
+            result = call_and_act(start, start.prompt(new), thought=None if new else thought)
         except (GraphBubbleUp, ScriptExhaustedError):
             raise
         except Exception as exc:

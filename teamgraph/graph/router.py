@@ -13,8 +13,6 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.graph import END
-from langgraph.types import Command
 
 from teamgraph.audit.writer import write_committed_soon
 from teamgraph.compat import read_graph_state
@@ -91,21 +89,8 @@ def run_pass(runtime: TeamRuntime, state: Mapping[str, Any]) -> dict[str, Any]:
     return ledger.updates(schedule(ledger))
 
 
-ROUTER = "router"
-HUMAN_NODE = "human"
-
-
-def route(team: Mapping[str, Any]) -> str:
-    """Where the run goes after a pass, from the team book it wrote: the human gate, the router, or the end."""
-    if team.get("human"):
-        # NOTE: with Policy.pause="immediately" steps may be in flight: they go on in the
-        # pool during the pause, and the pass after the person's answer takes them back.
-        return HUMAN_NODE
-    return ROUTER if team.get("in_flight") else END
-
-
 class RouterNode(Protocol):
-    def __call__(self, state: RouterInput, config: RunnableConfig) -> Command[str]: ...
+    def __call__(self, state: RouterInput, config: RunnableConfig) -> dict[str, Any]: ...
 
 
 def make_router(runtime: TeamRuntime, *, step_for: StepFor) -> RouterNode:
@@ -116,7 +101,7 @@ def make_router(runtime: TeamRuntime, *, step_for: StepFor) -> RouterNode:
         step_for: The ``RoleStep`` of a role.
     """
 
-    def router(state: RouterInput, config: RunnableConfig) -> Command[str]:
+    def router(state: RouterInput, config: RunnableConfig) -> dict[str, Any]:
         del state  # NOTE: the same effects are in the full state read below
         # NOTE: its input is only RouterInput; the rest is read here, as LangGraph's ToolNode
         # reads state, so traces and debug streams of the router do not carry every history.
@@ -138,8 +123,6 @@ def make_router(runtime: TeamRuntime, *, step_for: StepFor) -> RouterNode:
         # write (or pass) leaves the finished steps in the pool, for the retried pass.
         logged.result()
         scheduler.release(runtime, committed, finished, config)
-        # NOTE: the pass says where the run goes: a conditional edge would read a fresh copy
-        # of every channel, with these updates applied, at every superstep.
-        return Command(update=updates, goto=route(updates["team"]))
+        return updates
 
     return router

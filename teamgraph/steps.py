@@ -67,10 +67,12 @@ class Prepared:
     Attributes:
         start: What the step computed before the call, for the step to go on from.
         call: The call.
+        end: Ends what was opened for the call (its traced run) when no step runs in it.
     """
 
     start: Any
     call: Callable[[], Any]
+    end: Callable[[BaseException], None]
 
 
 @dataclass
@@ -79,62 +81,59 @@ class Ahead:
 
     Attributes:
         reads: What the step read to make it: a step that reads an equal value makes the same call.
-        prepared: The call, once prepared; None: no call was made.
+        prepared: The call.
         answer: The call's result.
-        end: Ends what was opened for the call (its traced run) when no step uses it.
         counts: The pool's outcome counts (under ``lock``).
         lock: The pool's lock.
         claimed: Whether a step asked for it already (an answer serves one attempt only).
+        open: Whether what was opened for the call is still open, for the step that uses it.
     """
 
     reads: tuple[Any, ...]
-    prepared: Future[Prepared | None]
+    prepared: Prepared
     answer: Future[Any]
-    end: Callable[[BaseException], None]
     counts: Counter[str]
     lock: threading.Lock
     claimed: bool = False
+    open: bool = True
 
-    def claim(self, reads: tuple[Any, ...]) -> tuple[Any, Future[Any]] | None:
-        """``(start, answer)`` the first time, if the call was made on what the step ``reads``; else None.
+    def claim(self, reads: tuple[Any, ...]) -> tuple[Any, Future[Any], bool] | None:
+        """``(start, answer, owns)`` for the step that ``reads`` this, the first time; else None.
 
-        The step that gets them ends what was opened for the call. NOTE: equal, not merely
-        alike: a state that was never committed (a superstep that failed after its pass)
-        reads otherwise, and its call is dropped. A call that has not started yet is
-        dropped too (not waited for: it may queue behind a stale call that hangs), and a
-        retried step (the leader's, after a provider error) makes its own call.
+        ``owns``: what was opened for the call is still open, and that step ends it.
+        NOTE: equal, not merely alike: a state that was never committed (a superstep that
+        failed after its pass) reads otherwise, and its call is dropped. A call that has
+        not started yet is dropped too (not waited for: it may queue behind a stale call
+        that hangs), and a retried step (the leader's, after a provider error) makes its own.
         """
-        if self.claimed:
-            return None
-        self.claimed = True
-        prepared = self.prepared.result() if reads == self.reads and not self.answer.cancel() else None
         with self.lock:
-            self.counts[AHEAD_CLAIMED if prepared is not None else AHEAD_DROPPED] += 1
-        if prepared is None:
+            first, self.claimed = not self.claimed, True
+        if not first:
+            return None
+        claimed = reads == self.reads and not self.answer.cancel()
+        with self.lock:
+            self.counts[AHEAD_CLAIMED if claimed else AHEAD_DROPPED] += 1
+            owns, self.open = claimed and self.open, self.open and not claimed
+        if not claimed:
             self.drop()
             return None
-        return prepared.start, self.answer
+        return self.prepared.start, self.answer, owns
 
     def drop(self) -> None:
-        """No step uses the call: it is not made if it has not started; once it is done, ``end``."""
-        if self.answer.cancel():
-            self.end(CallDropped("no step used this call: it was not made"))
-        else:
-            self.answer.add_done_callback(self._end_dropped)
+        """No step uses the call: not made if it has not started; what was opened for it ends."""
+        self.answer.cancel()
+        self.close(CallDropped("no step used this call: it was made on another state"))
 
-    def _end_dropped(self, answer: Future[Any]) -> None:
-        self.end(answer.exception() or CallDropped("no step used this call: it read another state"))
+    def close(self, reason: BaseException) -> None:
+        """End what was opened for the call, once it is done (a step may still use its answer)."""
+        with self.lock:
+            was_open, self.open = self.open, False
+        if was_open:
+            self.answer.add_done_callback(lambda answer: self.prepared.end(_error_of(answer) or reason))
 
 
-def think(prepare: Callable[[], Prepared | None], prepared: Future[Prepared | None]) -> Any:
-    """Prepare a first model call, publish it, make it."""
-    try:
-        ready = prepare()
-    except BaseException:
-        prepared.set_result(None)
-        raise
-    prepared.set_result(ready)
-    return None if ready is None else ready.call()
+def _error_of(answer: Future[Any]) -> BaseException | None:
+    return None if answer.cancelled() else answer.exception()
 
 
 class Steps(Protocol):
@@ -155,16 +154,9 @@ class Steps(Protocol):
 
     def holds_ahead(self, thread_id: str, agent: str, seq: int, reads: tuple[Any, ...]) -> bool: ...
 
-    def think_ahead(
-        self,
-        thread_id: str,
-        agent: str,
-        seq: int,
-        reads: tuple[Any, ...],
-        prepare: Callable[[], Prepared | None],
-        *,
-        end: Callable[[BaseException], None],
-    ) -> None: ...
+    def think_ahead(self, thread_id: str, agent: str, seq: int, reads: tuple[Any, ...], prepared: Prepared) -> None: ...
+
+    def close_ahead(self, thread_id: str) -> None: ...
 
     def ahead_of(self, thread_id: str, agent: str, seq: int) -> Ahead | None: ...
 
@@ -261,28 +253,16 @@ class StepPool:
             held = self._ahead.get((thread_id, agent))
         return held is not None and held[0] == seq and not held[1].claimed and held[1].reads == reads
 
-    def think_ahead(
-        self,
-        thread_id: str,
-        agent: str,
-        seq: int,
-        reads: tuple[Any, ...],
-        prepare: Callable[[], Prepared | None],
-        *,
-        end: Callable[[BaseException], None],
-    ) -> None:
-        """Start the first model call of dispatch ``seq`` of ``agent``, on what it ``reads``: prepare it, make it.
+    def think_ahead(self, thread_id: str, agent: str, seq: int, reads: tuple[Any, ...], prepared: Prepared) -> None:
+        """Start the first model call of dispatch ``seq`` of ``agent``, made on what it ``reads``.
 
-        NOTE: both run on a worker, in a copy of the issuing task's context (config,
-        callbacks, stream writer), as a step does; the issuing pass only submits them.
-        Any other call held for the agent is dropped. ``end`` ends what was opened for
-        the call if no step uses it.
+        NOTE: it runs on a worker, in a copy of the issuing task's context (config,
+        callbacks, stream writer), as a step does. Any other call held for the agent is dropped.
         """
         key = (thread_id, agent)
         context = contextvars.copy_context()
-        prepared: Future[Prepared | None] = Future()
-        answer = self._thinking.submit(context.run, think, prepare, prepared)
-        ahead = Ahead(reads=reads, prepared=prepared, answer=answer, end=end, counts=self.ahead_counts, lock=self._lock)
+        answer = self._thinking.submit(context.run, prepared.call)
+        ahead = Ahead(reads=reads, prepared=prepared, answer=answer, counts=self.ahead_counts, lock=self._lock)
         with self._lock:
             replaced = self._ahead.get(key)
             self._ahead[key] = (seq, ahead)
@@ -290,6 +270,17 @@ class StepPool:
             self.ahead_counts[AHEAD_DROPPED] += replaced is not None
         if replaced is not None:
             replaced[1].drop()
+
+    def close_ahead(self, thread_id: str) -> None:
+        """A run of ``thread_id`` ended: what was opened for its unused calls ends (their answers stay).
+
+        NOTE: a run that stops after a pass (an error, a closed stream, the recursion limit,
+        a drain) must not leave their traced runs open; a resumed run may still use the answers.
+        """
+        with self._lock:
+            held = [ahead for (thread, _), (_, ahead) in self._ahead.items() if thread == thread_id]
+        for ahead in held:
+            ahead.close(CallDropped("the run ended before a step used this call"))
 
     def ahead_of(self, thread_id: str, agent: str, seq: int) -> Ahead | None:
         """The thought-ahead call of dispatch ``seq`` of ``agent`` (it leaves the pool), if any.
@@ -419,18 +410,13 @@ class VirtualStepPool:
         del thread_id, agent, seq, reads
         return False
 
-    def think_ahead(
-        self,
-        thread_id: str,
-        agent: str,
-        seq: int,
-        reads: tuple[Any, ...],
-        prepare: Callable[[], Prepared | None],
-        *,
-        end: Callable[[BaseException], None],
-    ) -> None:
+    def think_ahead(self, thread_id: str, agent: str, seq: int, reads: tuple[Any, ...], prepared: Prepared) -> None:
         """Nothing: in virtual time a step's call is made when the step runs."""
-        del thread_id, agent, seq, reads, prepare, end
+        del thread_id, agent, seq, reads, prepared
+
+    def close_ahead(self, thread_id: str) -> None:
+        """Nothing is thought ahead in virtual time."""
+        del thread_id
 
     def ahead_of(self, thread_id: str, agent: str, seq: int) -> Ahead | None:
         """None: no call is thought ahead in virtual time."""

@@ -69,8 +69,9 @@ def test_no_call_is_thought_ahead_in_lockstep(make_team):
     assert run.status(R1) == run.status(U1) == "idle"
 
 
-def ready(answer: str = "answer") -> Prepared:
-    return Prepared(start="start", call=lambda: answer)
+def ready(answer: str = "answer", *, ended: list[BaseException] | None = None) -> Prepared:
+    end = ended.append if ended is not None else ignore
+    return Prepared(start="start", call=lambda: answer, end=end)
 
 
 def ignore(error: BaseException) -> None:
@@ -80,21 +81,22 @@ def ignore(error: BaseException) -> None:
 def test_a_call_thought_ahead_serves_only_what_was_read_and_only_once():
     pool = StepPool(workers=1)
     ended: list[BaseException] = []
-    pool.think_ahead("t", R1, 2, (R1, ["task"]), ready, end=ended.append)
+    pool.think_ahead("t", R1, 2, (R1, ["task"]), ready(ended=ended))
     other = pool.ahead_of("t", R1, 2)
     assert other is not None and other.claim((R1, ["another task"])) is None
     wait([other.answer])  # NOTE: until it is done (or it was cancelled): its run is ended then
     assert [type(e) for e in ended] == [CallDropped]  # NOTE: an unused call's traced run ends, saying why
 
-    pool.think_ahead("t", R1, 3, (R1, ["task"]), ready, end=ended.append)
+    pool.think_ahead("t", R1, 3, (R1, ["task"]), ready(ended=ended))
     same = pool.ahead_of("t", R1, 3)
     assert same is not None and same.answer.result() == "answer"
     claimed = same.claim((R1, ["task"]))
     assert claimed is not None and claimed[0] == "start" and claimed[1].result() == "answer"
+    assert claimed[2]  # NOTE: the step owns the call's open run: it runs its tools in it and ends it
     assert same.claim((R1, ["task"])) is None  # NOTE: a retried step makes its own call
-    assert len(ended) == 1  # NOTE: the step that used the call ends its run
+    assert len(ended) == 1
 
-    pool.think_ahead("t", R1, 4, (R1, ["task"]), ready, end=ignore)
+    pool.think_ahead("t", R1, 4, (R1, ["task"]), ready())
     assert pool.holds_ahead("t", R1, 4, (R1, ["task"])) and not pool.holds_ahead("t", R1, 4, (R1, ["other"]))
     assert pool.ahead_of("t", R1, 3) is None  # NOTE: a call for a later dispatch stays
     assert pool.ahead_of("t", R1, 5) is None  # NOTE: a call for an earlier dispatch is dropped
@@ -102,16 +104,21 @@ def test_a_call_thought_ahead_serves_only_what_was_read_and_only_once():
     assert pool.ahead_counts == Counter({AHEAD_STARTED: 3, AHEAD_CLAIMED: 1, AHEAD_DROPPED: 2})
 
 
-def test_a_call_whose_preparation_fails_is_dropped_and_the_step_goes_on():
+def test_a_run_that_ends_closes_its_unused_calls_and_keeps_their_answers():
     pool = StepPool(workers=1)
-
-    def prepare():
-        raise ValueError("no such role")
-
-    pool.think_ahead("t", R1, 1, (R1, []), prepare, end=ignore)
+    ended: list[BaseException] = []
+    pool.think_ahead("t", R1, 1, (R1, ["task"]), ready(ended=ended))
+    pool.think_ahead("other thread", R1, 1, (R1, ["task"]), ready(ended=ended))
+    pool.close_ahead("t")
     ahead = pool.ahead_of("t", R1, 1)
-    assert ahead is not None and ahead.claim((R1, [])) is None
-    assert pool.ahead_counts[AHEAD_DROPPED] == 1
+    assert ahead is not None
+    wait([ahead.answer])
+    assert [type(e) for e in ended] == [CallDropped]  # NOTE: only the thread whose run ended
+    claimed = ahead.claim((R1, ["task"]))
+    # NOTE: a resumed run still uses the answer, in a traced run of its own (the first one ended)
+    assert claimed is not None and claimed[1].result() == "answer" and not claimed[2]
+    pool.close_ahead("t")
+    assert len(ended) == 1
 
 
 class FailsOnce(InMemorySaver):

@@ -149,14 +149,14 @@ def test_a_step_does_not_wait_for_a_replaced_call_it_will_not_use() -> None:
     uncommitted, committed = (["system", "task", "uncommitted"], "view"), (["system", "task"], "view")
 
     def stale() -> Any:
-        return Prepared(start="stale", call=lambda: stale_may_end.wait(30) and "stale answer")
+        return Prepared(start="stale", call=lambda: stale_may_end.wait(30) and "stale answer", end=ignore)
 
     def fresh() -> Any:
-        return Prepared(start="fresh", call=lambda: "answer")
+        return Prepared(start="fresh", call=lambda: "answer", end=ignore)
 
     try:
-        pool.think_ahead("t", R1, 3, uncommitted, stale, end=ignore)  # NOTE: the pass whose checkpoint failed
-        pool.think_ahead("t", R1, 3, committed, fresh, end=ignore)  # NOTE: the pass retried on the committed state
+        pool.think_ahead("t", R1, 3, uncommitted, stale())  # NOTE: the pass whose checkpoint failed
+        pool.think_ahead("t", R1, 3, committed, fresh())  # NOTE: the pass retried on the committed state
         ahead = pool.ahead_of("t", R1, 3)
         assert ahead is not None
         claimed: list[Any] = []
@@ -174,7 +174,6 @@ def test_starting_an_older_dispatch_leaves_the_newer_dispatchs_call() -> None:
     dispatch 1 while the failed attempt's call for dispatch 2 is held: asking for 1 drops 2's
     call, and the retried pass makes it again (the leader's call made twice)."""
     pool = StepPool(workers=1)
-    prepare = lambda: Prepared(start="start", call=lambda: "answer")  # noqa: E731
-    pool.think_ahead("t", LEADER, 2, (LEADER, ["task"]), prepare, end=ignore)
+    pool.think_ahead("t", LEADER, 2, (LEADER, ["task"]), Prepared(start="start", call=lambda: "answer", end=ignore))
     assert pool.ahead_of("t", LEADER, 1) is None
     assert pool.ahead_of("t", LEADER, 2) is not None  # NOTE: 2237d63: None (dropped by the ask for 1)

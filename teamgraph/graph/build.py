@@ -71,7 +71,8 @@ def build_team_graph(runtime: TeamRuntime, *, checkpointer: Any = None) -> Compi
     builder.add_conditional_edges(ROUTER, route, [ROUTER, HUMAN_NODE, END])
     # NOTE: one run per thread (a lease in the home) wherever the team keeps its own checkpoints.
     lease_home = runtime.home if checkpointer is not None else None
-    graph = guarded(builder.compile(checkpointer=checkpointer, name="teamgraph"), lease_home=lease_home)
+    compiled = builder.compile(checkpointer=checkpointer, name="teamgraph")
+    graph = guarded(compiled, lease_home=lease_home, on_end=lambda thread: runtime.steps.close_ahead(thread))
     config: dict[str, Any] = {
         "recursion_limit": RECURSION_LIMIT,
     }

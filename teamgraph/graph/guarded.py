@@ -15,7 +15,7 @@ keys, crash on ``resume=None``, ``{}`` dropped).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -53,11 +53,20 @@ def check_resume(value: Any) -> None:
 
 
 class TeamGraph(CompiledStateGraph):
-    """A compiled team graph that holds its thread's lease while it runs (see the module doc)."""
+    """A compiled team graph that holds its thread's lease while it runs (see the module doc).
 
-    def __init__(self, *, lease_home: Path | None = None, **kwargs: Any) -> None:
+    Attributes:
+        lease_home: Where the leases live (None: no lease).
+        on_end: Called with the thread id when a run of the thread ends, however it ends
+            (its calls thought ahead and not used are settled: ``StepPool.close_ahead``).
+    """
+
+    def __init__(
+        self, *, lease_home: Path | None = None, on_end: Callable[[str], None] | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         self.lease_home = lease_home
+        self.on_end = on_end
 
     def _thread(self, config: Any) -> str | None:
         configurable = {**(self.config or {}).get("configurable", {}), **((config or {}).get("configurable") or {})}
@@ -67,25 +76,37 @@ class TeamGraph(CompiledStateGraph):
     def stream(self, input: Any, config: Any = None, **kwargs: Any) -> Iterator[Any]:  # noqa: A002
         check_resume(input)
         thread = self._thread(config)
-        if self.lease_home is None or thread is None:
-            yield from super().stream(input, config, **kwargs)
-            return
-        with hold_thread(self.lease_home, thread):
-            yield from super().stream(input, config, **kwargs)
+        try:
+            if self.lease_home is None or thread is None:
+                yield from super().stream(input, config, **kwargs)
+                return
+            with hold_thread(self.lease_home, thread):
+                yield from super().stream(input, config, **kwargs)
+        finally:
+            self._ended(thread)
 
     async def astream(self, input: Any, config: Any = None, **kwargs: Any) -> AsyncIterator[Any]:  # noqa: A002
         check_resume(input)
         thread = self._thread(config)
-        if self.lease_home is None or thread is None:
-            async for chunk in super().astream(input, config, **kwargs):
-                yield chunk
-            return
-        with hold_thread(self.lease_home, thread):
-            async for chunk in super().astream(input, config, **kwargs):
-                yield chunk
+        try:
+            if self.lease_home is None or thread is None:
+                async for chunk in super().astream(input, config, **kwargs):
+                    yield chunk
+                return
+            with hold_thread(self.lease_home, thread):
+                async for chunk in super().astream(input, config, **kwargs):
+                    yield chunk
+        finally:
+            self._ended(thread)
+
+    def _ended(self, thread: str | None) -> None:
+        if self.on_end is not None and thread is not None:
+            self.on_end(thread)
 
 
-def guarded(graph: CompiledStateGraph, *, lease_home: Path | None) -> TeamGraph:
-    """The same compiled graph as a ``TeamGraph`` (leases in ``lease_home``; None: no lease)."""
+def guarded(
+    graph: CompiledStateGraph, *, lease_home: Path | None, on_end: Callable[[str], None] | None = None
+) -> TeamGraph:
+    """The same compiled graph as a ``TeamGraph`` (leases in ``lease_home``; None: no lease; ``on_end``)."""
     attrs = {k: v for k, v in graph.__dict__.items() if k != "__orig_class__"}
-    return TeamGraph(lease_home=lease_home, **attrs)
+    return TeamGraph(lease_home=lease_home, on_end=on_end, **attrs)

@@ -24,14 +24,14 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import default_retry_on
 
-from teamgraph.audit.traces import OpenRun
+from teamgraph.audit.traces import open_run
 from teamgraph.ledger.mail import new_user_messages
-from teamgraph.nodes.agent_step import StepFor, begin_step, open_step_run, step_reads, take_step
+from teamgraph.models.scripted import AGENT_KEY
+from teamgraph.nodes.agent_step import StepFor, begin_step, step_reads, take_step
 from teamgraph.protocols.requests import is_pending
 from teamgraph.records import LEADER
 from teamgraph.runtime import TeamRuntime
 from teamgraph.state import append_histories, merge_records
-from teamgraph.steps import Prepared
 
 LEADER_ATTEMPTS = 3
 """Attempts of a leader's step whose provider fails transiently (a member's failure fails it instead)."""
@@ -70,7 +70,10 @@ def start(
     """Start the dispatches ``agents`` (agent -> dispatch number) on ``state``, unless already running."""
     thread_id = thread_of(config)
     pool = runtime.steps
+    held = pool.running(thread_id, agents)
     for agent, seq in agents.items():
+        if agent in held:
+            continue  # NOTE: running already; its call thought ahead, if any, was claimed
         ahead = pool.ahead_of(thread_id, agent, seq)
         step = partial(take_step, runtime, step_for, state, agent, config, ahead=ahead)
         pool.ensure(thread_id, agent, seq, with_retries(step) if agent == LEADER else step)
@@ -120,37 +123,14 @@ def think_ahead(
         if pool.holds_ahead(thread_id, agent, seq, reads):
             continue  # NOTE: a pass retried after a failure: the call it made serves
         try:
-            run = open_step_run(runtime, state, agent, config)
-        except KeyError:
-            continue  # NOTE: a role that is gone: the step itself meets the error and reports it
-        prepare = partial(first_call, runtime, step_for, state, agent, config, run=run)
-        pool.think_ahead(thread_id, agent, seq, reads, prepare, end=partial(end_unused, run))
-
-
-def end_unused(run: OpenRun, error: BaseException) -> None:
-    """End the traced run of a call thought ahead that no step used."""
-    run.end(error=error)
-
-
-def first_call(
-    runtime: TeamRuntime,
-    step_for: StepFor,
-    state: Mapping[str, Any],
-    agent: str,
-    config: RunnableConfig,
-    *,
-    run: OpenRun,
-) -> Prepared | None:
-    """The first model call of ``agent``'s step on ``state``, prepared, in ``run``.
-
-    None when the step makes no call (its loop guard stops the turn) or cannot begin
-    (the step itself meets that error and reports it).
-    """
-    try:
-        start = begin_step(runtime, step_for, state, agent, config)
-    except Exception:  # noqa: BLE001 - see the docstring
-        return None
-    return None if start.guard.stop else start.first_call(run)
+            start = begin_step(runtime, step_for, state, agent, config)
+        except Exception:  # noqa: BLE001 - e.g. a role that is gone: the step meets the error and reports it
+            continue
+        if start.guard.stop:
+            continue  # NOTE: the step makes no call (the loop guard stops its turn)
+        # NOTE: its traced run opens now, under this pass's run: the call and the step's tools nest in it.
+        run = open_run(inputs={AGENT_KEY: agent}, config=start.config)
+        pool.think_ahead(thread_id, agent, seq, reads, start.first_call(run))
 
 
 def seconds_to_next_deadline(runtime: TeamRuntime, state: Mapping[str, Any]) -> float | None:

@@ -23,7 +23,7 @@ from langgraph.config import get_stream_writer
 from langgraph.errors import GraphBubbleUp
 
 from teamgraph.audit.exceptions import StepGuard, guard_step
-from teamgraph.audit.traces import OpenRun, agent_tags, open_run, run_and_end, traced_run
+from teamgraph.audit.traces import OpenRun, agent_tags, run_and_end, traced_run
 from teamgraph.messaging import effects
 from teamgraph.messaging.envelopes import LEADER
 from teamgraph.models import ScriptExhaustedError
@@ -205,29 +205,25 @@ class StepStart:
         return [self.system, *self.history, *new]
 
     def first_call(self, run: OpenRun) -> Prepared:
-        """The first model call, in ``run`` (``open_step_run``), for ``StepPool.think_ahead``.
+        """The first model call, in ``run`` (opened by the issuing pass), for ``StepPool.think_ahead``.
 
-        NOTE: the step that uses the call runs its tools in that run and ends it.
+        NOTE: the step that uses the call runs its tools in that run and ends it; an
+        unused call's run ends with the reason.
         """
         think = partial(self.role_step.think, self.prompt(), self.view)
-        return Prepared(start=(self, run), call=partial(run.run, think))
-
-
-def open_step_run(runtime: TeamRuntime, team: Mapping[str, Any], name: str, config: RunnableConfig) -> OpenRun:
-    """Open the traced run of agent ``name``'s next model call (a call thought ahead).
-
-    NOTE: opened by the issuing pass, while its own run is open: the call's run nests
-    under it, as a step's run nests under the pass that starts it.
-    """
-    role = runtime.roles[team["agents"][name]["role"]]
-    return open_run(inputs={AGENT_KEY: name}, config=_step_config(config, name, role))
+        return Prepared(start=(self, run), call=partial(run.run, think), end=lambda error: run.end(error=error))
 
 
 @dataclass(frozen=True)
 class Thought:
-    """A first model call thought ahead that a step uses: its answer, and the traced run it opened."""
+    """A first model call thought ahead that a step uses: its answer, and the traced run it opened.
 
-    run: OpenRun
+    Attributes:
+        run: The call's traced run, for the step's tools (None: it ended with the run that issued it).
+        answer: The call's answer.
+    """
+
+    run: OpenRun | None
     answer: Future[list[BaseMessage]]
 
 
@@ -284,8 +280,9 @@ def start_step(
     if claimed is None:
         return begin_step(runtime, step_for, team, name, config), None
     # NOTE: the start computed with the call; its config is this task's (later calls of a slice).
-    (start, run), answer = claimed
-    return replace(start, config=_step_config(config, name, start.role_step.role)), Thought(run=run, answer=answer)
+    (start, run), answer, owns = claimed
+    thought = Thought(run=run if owns else None, answer=answer)
+    return replace(start, config=_step_config(config, name, start.role_step.role)), thought
 
 
 def call_and_act(start: StepStart, prompt: list[BaseMessage], *, thought: Thought | None) -> StepOutput:
@@ -295,9 +292,10 @@ def call_and_act(start: StepStart, prompt: list[BaseMessage], *, thought: Though
     (LangSmith) must not carry the agent's whole history at every step. A call thought
     ahead opened that run: its tools run in it, and it ends here.
     """
-    if thought is not None:
-        return run_and_end(thought.run, partial(start.role_step, prompt, start.view, answer=thought.answer))
-    call = partial(start.role_step, prompt, start.view)
+    answer = thought.answer if thought is not None else None
+    call = partial(start.role_step, prompt, start.view, answer=answer)
+    if thought is not None and thought.run is not None:
+        return run_and_end(thought.run, call)
     return traced_run(call, inputs={AGENT_KEY: start.name}, config=start.config)
 
 

@@ -106,7 +106,7 @@ def test_a_superstep_retried_after_a_failed_log_write_makes_each_call_once(
 
 
 class Runs(BaseTracer):
-    """Every finished run tree (a root run with its children)."""
+    """Every finished run tree (a root run with its children); ``run_map`` holds the runs still open."""
 
     def __init__(self) -> None:
         super().__init__()

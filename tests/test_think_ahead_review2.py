@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 from conftest import FakeClock
-from langchain_core.tracers.base import BaseTracer
 from langchain_core.tracers.schemas import Run
 from langgraph.errors import GraphRecursionError
 from langgraph.types import Command
@@ -21,23 +20,13 @@ from scripting import act, call, quiet
 from teamgraph import Policy, ScriptedChatModel, Team
 from teamgraph.audit import writer as audit_writer
 from tests.test_think_ahead import two_members
+from tests.test_think_ahead_review import Runs
 
 LEADER = "Team Leader"
 R1 = "Researcher_1"
 COMPLETIONS = Policy(scheduling="completions")
 SETTLE_SECONDS = 5.0
 """How long a test lets calls still running in the pool end (their runs may end when they do)."""
-
-
-class Runs(BaseTracer):
-    """A tracer that keeps every finished run tree; ``run_map`` holds the runs still open."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.roots: list[Run] = []
-
-    def _persist_run(self, run: Run) -> None:
-        self.roots.append(run)
 
 
 def open_runs(runs: Runs) -> list[str]:

@@ -53,7 +53,9 @@ def results(finished: Mapping[str, Future[StepResult]], remove: Callable[[str], 
 AHEAD_STARTED = "started"
 AHEAD_CLAIMED = "claimed"
 AHEAD_DROPPED = "dropped"
-"""Outcomes of thought-ahead calls, counted in ``StepPool.ahead_counts``."""
+AHEAD_LATE = "late"
+"""Outcomes of thought-ahead calls, counted in ``StepPool.ahead_counts`` (late: not started
+when its step came, so not made: the step made its own)."""
 
 
 class CallDropped(Exception):
@@ -110,9 +112,10 @@ class Ahead:
             first, self.claimed = not self.claimed, True
         if not first:
             return None
-        claimed = reads == self.reads and not self.answer.cancel()
+        same = reads == self.reads
+        claimed = same and not self.answer.cancel()
         with self.lock:
-            self.counts[AHEAD_CLAIMED if claimed else AHEAD_DROPPED] += 1
+            self.counts[AHEAD_CLAIMED if claimed else AHEAD_LATE if same else AHEAD_DROPPED] += 1
             owns, self.open = claimed and self.open, self.open and not claimed
         if not claimed:
             self.drop()
@@ -167,8 +170,8 @@ class StepPool:
     Attributes:
         draining: Threads whose run is stopping (the CLI's first Ctrl-C): no new step
             is started for them, and the scheduler waits for the ones running.
-        ahead_counts: Thought-ahead calls started, claimed by their step, and dropped (made
-            on another prompt, replaced, or for a dispatch that was never started).
+        ahead_counts: Thought-ahead calls started, claimed by their step, dropped (made on
+            another state, replaced, or for a dispatch that was never started), and late.
         thinks_ahead: True: it starts the first model call of a step when the step is issued.
     """
 

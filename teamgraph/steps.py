@@ -9,7 +9,7 @@ A result is taken only for the dispatch the state still records, so a stale one
 A step's first model call may be *thought ahead*: started by the pass that issues the
 step, before the checkpoint recording it is written (``StepPool.think_ahead``). The
 step, once started, uses that call only if it would have sent the very same prompt
-(``Ahead.claim``); its tools run after the checkpoint, as always. A crash loses the
+(``teamgraph/ahead.py``); its tools run after the checkpoint, as always. A crash loses the
 call like any call in flight.
 
 ``VirtualStepPool`` is the same contract in virtual time, for tests: steps finish in
@@ -26,8 +26,9 @@ import weakref
 from collections import Counter
 from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
 from typing import Any, Protocol
+
+from teamgraph.ahead import AHEAD_DROPPED, AHEAD_STARTED, Ahead, CallDropped, Prepared
 
 StepResult = dict[str, Any]
 
@@ -48,95 +49,6 @@ def results(finished: Mapping[str, Future[StepResult]], remove: Callable[[str], 
             remove(agent)
             raise
     return {agent: future.result() for agent, future in finished.items()}
-
-
-AHEAD_STARTED = "started"
-AHEAD_CLAIMED = "claimed"
-AHEAD_DROPPED = "dropped"
-AHEAD_LATE = "late"
-"""Outcomes of thought-ahead calls, counted in ``StepPool.ahead_counts`` (late: not started
-when its step came, so not made: the step made its own)."""
-
-
-class CallDropped(Exception):
-    """A call thought ahead that no step used (its traced run ends with this error)."""
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """A first model call ready to make.
-
-    Attributes:
-        start: What the step computed before the call, for the step to go on from.
-        call: The call.
-        end: Ends what was opened for the call (its traced run) when no step runs in it.
-    """
-
-    start: Any
-    call: Callable[[], Any]
-    end: Callable[[BaseException], None]
-
-
-@dataclass
-class Ahead:
-    """A step's first model call, started before the step (``StepPool.think_ahead``).
-
-    Attributes:
-        reads: What the step read to make it: a step that reads an equal value makes the same call.
-        prepared: The call.
-        answer: The call's result.
-        counts: The pool's outcome counts (under ``lock``).
-        lock: The pool's lock.
-        claimed: Whether a step asked for it already (an answer serves one attempt only).
-        open: Whether what was opened for the call is still open, for the step that uses it.
-    """
-
-    reads: tuple[Any, ...]
-    prepared: Prepared
-    answer: Future[Any]
-    counts: Counter[str]
-    lock: threading.Lock
-    claimed: bool = False
-    open: bool = True
-
-    def claim(self, reads: tuple[Any, ...]) -> tuple[Any, Future[Any], bool] | None:
-        """``(start, answer, owns)`` for the step that ``reads`` this, the first time; else None.
-
-        ``owns``: what was opened for the call is still open, and that step ends it.
-        NOTE: equal, not merely alike: a state that was never committed (a superstep that
-        failed after its pass) reads otherwise, and its call is dropped. A call that has
-        not started yet is dropped too (not waited for: it may queue behind a stale call
-        that hangs), and a retried step (the leader's, after a provider error) makes its own.
-        """
-        with self.lock:
-            first, self.claimed = not self.claimed, True
-        if not first:
-            return None
-        same = reads == self.reads
-        claimed = same and not self.answer.cancel()
-        with self.lock:
-            self.counts[AHEAD_CLAIMED if claimed else AHEAD_LATE if same else AHEAD_DROPPED] += 1
-            owns, self.open = claimed and self.open, self.open and not claimed
-        if not claimed:
-            self.drop()
-            return None
-        return self.prepared.start, self.answer, owns
-
-    def drop(self) -> None:
-        """No step uses the call: not made if it has not started; what was opened for it ends."""
-        self.answer.cancel()
-        self.close(CallDropped("no step used this call: it was made on another state"))
-
-    def close(self, reason: BaseException) -> None:
-        """End what was opened for the call, once it is done (a step may still use its answer)."""
-        with self.lock:
-            was_open, self.open = self.open, False
-        if was_open:
-            self.answer.add_done_callback(lambda answer: self.prepared.end(_error_of(answer) or reason))
-
-
-def _error_of(answer: Future[Any]) -> BaseException | None:
-    return None if answer.cancelled() else answer.exception()
 
 
 class Steps(Protocol):

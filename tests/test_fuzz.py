@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage
 
 from teamgraph import Policy, ScriptedChatModel, Team
+from teamgraph.ahead import AHEAD_DROPPED
 from teamgraph.messaging.envelopes import LEADER
-from teamgraph.steps import AHEAD_DROPPED, VirtualStepPool
+from teamgraph.steps import VirtualStepPool
 from tests.invariants import assert_team_invariants
 from tests.scripting import act, call
 

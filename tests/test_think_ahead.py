@@ -20,7 +20,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from scripting import act, call, quiet
 
 from teamgraph import Policy, ScriptedChatModel, Team
-from teamgraph.steps import AHEAD_CLAIMED, AHEAD_DROPPED, AHEAD_LATE, AHEAD_STARTED, CallDropped, Prepared, StepPool
+from teamgraph.ahead import AHEAD_CLAIMED, AHEAD_DROPPED, AHEAD_LATE, AHEAD_STARTED, CallDropped, Prepared
+from teamgraph.steps import StepPool
 from tests.invariants import assert_team_invariants
 
 LEADER = "Team Leader"

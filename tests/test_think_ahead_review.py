@@ -21,8 +21,9 @@ from langchain_core.tracers.schemas import Run
 from scripting import act, call, quiet
 
 from teamgraph import Policy, ScriptedChatModel, Team
+from teamgraph.ahead import Prepared
 from teamgraph.audit import writer as audit_writer
-from teamgraph.steps import Prepared, StepPool
+from teamgraph.steps import StepPool
 from tests.test_think_ahead import FailsOnce, ignore, two_members
 
 LEADER = "Team Leader"

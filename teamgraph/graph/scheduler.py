@@ -10,7 +10,7 @@ issues them again from the same state.
 
 The first model call of each step a pass issues is thought ahead: started at the end
 of the pass, on the state that checkpoint will hold, instead of one superstep later.
-The step uses it only if it reads that very prompt (``teamgraph/steps.py``); its
+The step uses it only if it reads that very state (``teamgraph/ahead.py``); its
 tools run only once the checkpoint recording it is written.
 """
 
@@ -105,8 +105,9 @@ def think_ahead(
 ) -> None:
     """Start the first model call of each step this pass issues, before its checkpoint is written.
 
-    NOTE: never in lockstep (a superstep's steps start together), while draining (no new
-    step starts) or before the human gate (the steps wait for the person's answer).
+    NOTE: never in lockstep (a superstep's steps start together), in virtual time (a pool
+    that does not think ahead), while draining (no new step starts) or before the human
+    gate (the steps wait for the person's answer).
     """
     thread_id = thread_of(config)
     team = updates.get("team", {})

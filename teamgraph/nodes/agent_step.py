@@ -22,6 +22,7 @@ from langchain_core.tools import BaseTool
 from langgraph.config import get_stream_writer
 from langgraph.errors import GraphBubbleUp
 
+from teamgraph.ahead import Ahead, Prepared
 from teamgraph.audit.exceptions import StepGuard, guard_step
 from teamgraph.audit.traces import OpenRun, agent_tags, run_and_end, traced_run
 from teamgraph.messaging import effects
@@ -40,7 +41,6 @@ from teamgraph.roles import Role
 from teamgraph.roles.budget import with_budget
 from teamgraph.roles.prompts import leader_prompt, member_prompt
 from teamgraph.runtime import TeamRuntime
-from teamgraph.steps import Ahead, Prepared
 from teamgraph.tools import tools_for_role, work_tool_names
 from teamgraph.tools.context import TeamView
 from teamgraph.tools.errors import PLAN_REQUIRED, Refusal

@@ -20,7 +20,7 @@ AHEAD_CLAIMED = "claimed"
 AHEAD_DROPPED = "dropped"
 AHEAD_LATE = "late"
 """Outcomes of thought-ahead calls, counted in ``StepPool.ahead_counts`` (late: not started
-when its step came, so not made: the step made its own)."""
+when its step came, so never made: the step made the call itself, in the run opened for it)."""
 
 
 class CallDropped(Exception):
@@ -64,28 +64,29 @@ class Ahead:
     claimed: bool = False
     open: bool = True
 
-    def claim(self, reads: tuple[Any, ...]) -> tuple[Any, Future[Any], bool] | None:
+    def claim(self, reads: tuple[Any, ...]) -> tuple[Any, Future[Any] | None, bool] | None:
         """``(start, answer, owns)`` for the step that ``reads`` this, the first time; else None.
 
+        ``answer`` is None when the call had not started (it is then never made, and the
+        step makes it itself: not waited for, it may queue behind a stale call that hangs).
         ``owns``: what was opened for the call is still open, and that step ends it.
         NOTE: equal, not merely alike: a state that was never committed (a superstep that
-        failed after its pass) reads otherwise, and its call is dropped. A call that has
-        not started yet is dropped too (not waited for: it may queue behind a stale call
-        that hangs), and a retried step (the leader's, after a provider error) makes its own.
+        failed after its pass) reads otherwise, and its call is dropped. A retried step
+        (the leader's, after a provider error) makes its own.
         """
         with self.lock:
             first, self.claimed = not self.claimed, True
         if not first:
             return None
         same = reads == self.reads
-        claimed = same and not self.answer.cancel()
+        late = same and self.answer.cancel()
         with self.lock:
-            self.counts[AHEAD_CLAIMED if claimed else AHEAD_LATE if same else AHEAD_DROPPED] += 1
-            owns, self.open = claimed and self.open, self.open and not claimed
-        if not claimed:
+            self.counts[AHEAD_LATE if late else AHEAD_CLAIMED if same else AHEAD_DROPPED] += 1
+            owns, self.open = same and self.open, self.open and not same
+        if not same:
             self.drop()
             return None
-        return self.prepared.start, self.answer, owns
+        return self.prepared.start, None if late else self.answer, owns
 
     def drop(self) -> None:
         """No step uses the call: not made if it has not started; what was opened for it ends."""

@@ -10,6 +10,7 @@ the calls made on its state.
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from concurrent.futures import wait
 from typing import Any
@@ -104,6 +105,23 @@ def test_a_call_thought_ahead_serves_only_what_was_read_and_only_once():
     assert pool.ahead_of("t", R1, 5) is None  # NOTE: a call for an earlier dispatch is dropped
     assert pool.ahead_of("t", R1, 4) is None  # ... and gone
     assert pool.ahead_counts == Counter({AHEAD_STARTED: 3, AHEAD_CLAIMED: 1, AHEAD_DROPPED: 2})
+
+
+def test_a_call_not_started_when_its_step_comes_is_made_by_the_step_in_the_run_opened_for_it():
+    pool = StepPool(workers=1)
+    busy = threading.Event()
+    ended: list[BaseException] = []
+    try:
+        pool.think_ahead("t", U1, 1, (U1, ["task"]), Prepared(start="busy", call=lambda: busy.wait(30), end=ignore))
+        pool.think_ahead("t", R1, 1, (R1, ["task"]), ready(ended=ended))  # NOTE: queued behind U1's call
+        ahead = pool.ahead_of("t", R1, 1)
+        assert ahead is not None
+        claimed = ahead.claim((R1, ["task"]))
+        # NOTE: not waited for, never made: the step makes the call, in the run opened for it
+        assert claimed == ("start", None, True)
+        assert pool.ahead_counts[AHEAD_LATE] == 1 and ended == []
+    finally:
+        busy.set()
 
 
 def test_a_run_that_ends_closes_its_unused_calls_and_keeps_their_answers():

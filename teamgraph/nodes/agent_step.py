@@ -220,11 +220,11 @@ class Thought:
 
     Attributes:
         run: The call's traced run, for the step's tools (None: it ended with the run that issued it).
-        answer: The call's answer.
+        answer: The call's answer (None: the call had not started; the step makes it, in ``run``).
     """
 
     run: OpenRun | None
-    answer: Future[list[BaseMessage]]
+    answer: Future[list[BaseMessage]] | None
 
 
 def step_reads(team: Mapping[str, Any], name: str) -> tuple[Any, ...]:

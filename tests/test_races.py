@@ -16,6 +16,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
 from teamgraph import Policy
+from teamgraph.ahead import AHEAD_DROPPED
 from teamgraph.messaging.envelopes import LEADER
 from tests.invariants import assert_team_invariants
 from tests.scripting import act, call
@@ -164,27 +165,35 @@ def _outcome(run, protocol: Protocol):
     return results, requests, pushed, run.status(OTHER)
 
 
-def _play(make_team, race_roles, protocol: Protocol, side: str, *, caller_first: bool):
+def _play(make_team, race_roles, protocol: Protocol, side: str, *, caller_first: bool, scheduling: str = "auto"):
     first = SIDES[side]
     script = {
         LEADER: _leader(protocol, caller_first=caller_first, other_task=first is not None),
         CALLER: _caller(protocol),
         OTHER: _other(first),
     }
-    run = make_team(script, roles_dir=race_roles, policy=Policy(max_parallel=4))
+    run = make_team(script, roles_dir=race_roles, policy=Policy(max_parallel=4, scheduling=scheduling))
+    dropped = run.team.runtime.steps.ahead_counts[AHEAD_DROPPED]
     run.send("Go")
     assert_team_invariants(run.values)
+    # NOTE: under "completions" every step's first call is thought ahead: none is made on a state it does not read
+    assert run.team.runtime.steps.ahead_counts[AHEAD_DROPPED] == dropped
     return run
 
 
+@pytest.mark.parametrize("scheduling", ["auto", "completions"], ids=["lockstep", "completions"])
 @pytest.mark.parametrize("caller_first", [True, False], ids=["caller-first", "other-first"])
 @pytest.mark.parametrize("side", [s for s in SIDES if s != "idle"])
 @pytest.mark.parametrize("protocol", PROTOCOLS, ids=[p.name for p in PROTOCOLS])
 def test_the_outcome_of_a_call_does_not_depend_on_what_the_callee_did_meanwhile(
-    make_team, race_roles, protocol, side, caller_first
+    make_team, race_roles, protocol, side, caller_first, scheduling
 ):
+    """Under "completions" the steps finish in the threads' order and their first calls are
+    thought ahead; the outcome must still be the idle one's."""
     idle = _outcome(_play(make_team, race_roles, protocol, "idle", caller_first=True), protocol)
-    busy = _outcome(_play(make_team, race_roles, protocol, side, caller_first=caller_first), protocol)
+    busy = _outcome(
+        _play(make_team, race_roles, protocol, side, caller_first=caller_first, scheduling=scheduling), protocol
+    )
     assert busy == idle
     results, requests, _, _ = busy
     assert len(results) == 1, results  # answered exactly once

@@ -91,7 +91,7 @@ class Ahead:
     def drop(self) -> None:
         """No step uses the call: not made if it has not started; what was opened for it ends."""
         self.answer.cancel()
-        self.close(CallDropped("no step used this call: it was made on another state"))
+        self.close(CallDropped("no step used this call (another state, a newer call, or an older dispatch)"))
 
     def close(self, reason: BaseException) -> None:
         """End what was opened for the call, once it is done (a step may still use its answer)."""

@@ -619,7 +619,9 @@ def storage_workload(params: dict, workdir: Path) -> dict:
     rounds = rounds_for(target)
     path = workdir / "teamgraph.sqlite"
     label = "storage + resume" if params.get("resume") else "checkpoint storage"
-    run = {"rounds": rounds, "snapshot_frequency": params.get("snapshot_frequency")}
+    # NOTE: the file a user's Team writes (the Team's saver and serializer), which the
+    # resumed process then opens.
+    run = {"rounds": rounds, "snapshot_frequency": params.get("snapshot_frequency"), "saver": "teamgraph"}
     row = run_delegation(run, workdir, label=label, path=path, with_storage=True)
     notes = [f"cadence {row['snapshot_frequency']}"]
     if params.get("resume"):

@@ -20,6 +20,7 @@ __all__ = [
     "CONFIG_KEY_DURABILITY",
     "CONFIG_KEY_READ",
     "CONFIG_KEY_READ_STATE",
+    "SQLITE_DELTA",
     "read_graph_state",
 ]
 
@@ -40,6 +41,16 @@ try:
     from langgraph._internal._constants import CONFIG_KEY_READ
 except ImportError:  # NOTE: its value in langgraph 1.2.x
     CONFIG_KEY_READ = "__pregel_read"
+
+SQLITE_DELTA: Any
+try:
+    # NOTE: the pieces SqliteSaver's get_delta_channel_history is made of; the Team's saver
+    # replaces only its second query (teamgraph/checkpoints/saver.py).
+    from langgraph.checkpoint.sqlite import _delta as SQLITE_DELTA
+
+    SQLITE_DELTA.DELTA_STAGE1_SQL, SQLITE_DELTA.step_walk_with_row, SQLITE_DELTA.build_delta_channels_writes_history  # noqa: B018
+except (ImportError, AttributeError):  # NOTE: the Team's saver then reads through SqliteSaver's own method
+    SQLITE_DELTA = None
 
 
 def read_graph_state(config: RunnableConfig, channels: Sequence[str]) -> dict[str, Any]:

@@ -1,13 +1,13 @@
 """The team's state schema and its reducers.
 
 Everything here is plain data (dicts, lists, strings, LangChain messages): it is
-serialized into every checkpoint. The records are typed in ``teamgraph/records.py``,
-the only module of ours this one imports.
+serialized into every checkpoint. The records are typed in ``teamgraph/records.py``;
+``teamgraph/history.py`` is how a history the Team's saver loaded is read lazily.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, cast
 
 from langchain_core.messages import AnyMessage, convert_to_messages
@@ -15,6 +15,7 @@ from langgraph.channels import DeltaChannel, Topic
 from langgraph.graph.message import Messages, add_messages
 from typing_extensions import TypedDict
 
+from teamgraph.history import join_history
 from teamgraph.records import AgentRecord, Delivery, Request, TeamBook
 
 # NOTE: DeltaChannel writes a full snapshot every `snapshot_frequency` updates;
@@ -24,19 +25,24 @@ HISTORY_SNAPSHOT_FREQUENCY = 3000
 
 
 def append_histories(
-    current: dict[str, list[AnyMessage]] | None,
-    writes: Sequence[dict[str, list[AnyMessage]]],
-) -> dict[str, list[AnyMessage]]:
+    current: Mapping[str, Sequence[AnyMessage]] | None,
+    writes: Sequence[Mapping[str, Sequence[AnyMessage]]],
+) -> dict[str, Sequence[AnyMessage]]:
     """Append each write's messages to the named agents' histories.
 
     Batching-invariant (as DeltaChannel requires): folding writes one batch at a
     time or all at once gives the same histories. Lists are never mutated in place,
-    because checkpointed copies of the channel share them.
+    because checkpointed copies of the channel share them. A history the Team's saver
+    loaded stays a :class:`~teamgraph.history.History` whose stored batches are decoded
+    only when read (``teamgraph/history.py``).
     """
     merged = dict(current or {})
+    batches: dict[str, list[Sequence[AnyMessage]]] = {}
     for write in writes:
         for agent, messages in write.items():
-            merged[agent] = [*merged.get(agent, ()), *messages]
+            batches.setdefault(agent, []).append(messages)
+    for agent, appended in batches.items():
+        merged[agent] = join_history(merged.get(agent), appended)
     return merged
 
 
@@ -78,7 +84,8 @@ class TeamState(TypedDict, total=False):
     Attributes:
         messages: The user-facing conversation: the user's input and the Team
             Leader's replies.
-        histories: Every agent's own conversation, by display name.
+        histories: Every agent's own conversation, by display name: a list, or (loaded
+            by the Team's saver) a read-only ``History`` sequence that decodes on read.
         agents: The registry: display name -> role, status, counters, waits, inbox.
             Written by the router only.
         requests: Every question, approval and protocol request, open or closed,

@@ -28,6 +28,7 @@ import aiosqlite
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from teamgraph.checkpoints.saver import BUSY_TIMEOUT_MS
+from teamgraph.checkpoints.serde import TeamSerializer
 
 __all__ = ["open_async_sqlite_saver"]
 
@@ -59,7 +60,7 @@ async def open_async_sqlite_saver(path: str | Path) -> AsyncIterator[AsyncSqlite
     path.parent.mkdir(parents=True, exist_ok=True)
     conn = await _connect(path)
     try:
-        saver = AsyncSqliteSaver(conn)
+        saver = AsyncSqliteSaver(conn, serde=TeamSerializer())
         await saver.setup()
         yield saver
     finally:

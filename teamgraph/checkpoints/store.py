@@ -23,6 +23,7 @@ from urllib.parse import urlsplit, urlunsplit
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from teamgraph.checkpoints.saver import DB_FILE, open_sqlite_saver
+from teamgraph.checkpoints.serde import TeamSerializer
 
 __all__ = ["DB_ENV", "close_checkpointer", "describe_db", "is_postgres_url", "open_checkpointer", "thread_ids"]
 
@@ -104,7 +105,7 @@ def _open_postgres(url: str) -> BaseCheckpointSaver:
     except psycopg.OperationalError as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ValueError(f"Cannot connect to PostgreSQL at {describe_db(url, '.')}: {first}") from e
-    saver = PostgresSaver(conn)
+    saver = PostgresSaver(conn, serde=TeamSerializer())
     saver.setup()
     return saver
 

@@ -25,6 +25,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.types import default_retry_on
 
 from teamgraph.audit.traces import open_run
+from teamgraph.history import HistoryAppend
 from teamgraph.ledger.mail import new_user_messages
 from teamgraph.models.scripted import AGENT_KEY
 from teamgraph.nodes.agent_step import StepFor, begin_step, step_reads, take_step
@@ -207,12 +208,9 @@ def with_finished(state: Mapping[str, Any], finished: Mapping[str, dict[str, Any
     """The state with the finished steps in it: their messages in histories, their effects to apply."""
     if not finished:
         return dict(state)
-    histories = dict(state.get("histories", {}))
-    outbox = list(state.get("outbox", []))
-    for agent in sorted(finished):
-        result = finished[agent]
-        histories[agent] = [*histories.get(agent, []), *result.get("histories", {}).get(agent, [])]
-        outbox.extend(result.get("outbox", []))
+    results = [finished[agent] for agent in sorted(finished)]
+    histories = append_histories(state.get("histories"), [result.get("histories", {}) for result in results])
+    outbox = [*state.get("outbox", []), *(effect for result in results for effect in result.get("outbox", []))]
     team = dict(state.get("team", {}))
     team["in_flight"] = {a: seq for a, seq in team.get("in_flight", {}).items() if a not in finished}
     return {**state, "histories": histories, "outbox": outbox, "team": team}
@@ -227,5 +225,5 @@ def finished_messages(updates: dict[str, Any], finished: Mapping[str, dict[str, 
         histories[agent] = list(finished[agent].get("histories", {}).get(agent, []))
     for agent, appended in updates.get("histories", {}).items():
         histories[agent] = [*histories.get(agent, []), *appended]
-    updates["histories"] = {agent: messages for agent, messages in histories.items() if messages}
+    updates["histories"] = HistoryAppend({agent: messages for agent, messages in histories.items() if messages})
     return updates

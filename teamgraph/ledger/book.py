@@ -15,6 +15,7 @@ from typing import Any, cast
 
 from langchain_core.messages import AnyMessage
 
+from teamgraph.history import HistoryAppend
 from teamgraph.messaging import notices
 from teamgraph.protocols import requests as tracker
 from teamgraph.protocols.requests import HUMAN
@@ -155,7 +156,7 @@ class Ledger:
         if changed:
             out["agents"] = changed
         if self.appends:
-            out["histories"] = dict(self.appends)
+            out["histories"] = HistoryAppend(self.appends)
         if self.changed_requests:
             out["requests"] = self.changed_requests
         if self.changed_deliveries:

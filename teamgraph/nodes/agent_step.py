@@ -25,6 +25,7 @@ from langgraph.errors import GraphBubbleUp
 from teamgraph.ahead import Ahead, Prepared
 from teamgraph.audit.exceptions import StepGuard, guard_step
 from teamgraph.audit.traces import OpenRun, agent_tags, run_and_end, traced_run
+from teamgraph.history import HistoryAppend
 from teamgraph.messaging import effects
 from teamgraph.messaging.envelopes import LEADER
 from teamgraph.models import ScriptExhaustedError
@@ -394,4 +395,4 @@ def take_step(
     for effect in outbox:
         if effect["kind"] == effects.STEP and effect["message_index"] is not None:
             effect["message_index"] -= len(new)
-    return {"histories": {name: new}, "outbox": outbox} if new else {"outbox": outbox}
+    return {"histories": HistoryAppend({name: new}), "outbox": outbox} if new else {"outbox": outbox}

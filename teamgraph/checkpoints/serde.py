@@ -1,0 +1,73 @@
+"""The Team's checkpoint serializer: LangGraph's, plus histories that load undecoded.
+
+A write to ``histories`` (a :class:`~teamgraph.history.HistoryAppend`) is stored as
+one encoded batch of messages per agent, under its own type tag; loading it gives a
+:class:`~teamgraph.history.History` per agent that decodes the batch when a message
+of it is first read. Everything else is LangGraph's ``JsonPlusSerializer`` as is
+(its msgpack format, its allowlist).
+
+NOTE: only a saver built with this serializer can read the histories it wrote (a
+plain ``SqliteSaver`` on the same file raises ``Unknown serialization type``); every
+saver ``teamgraph.checkpoints`` opens uses it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import ormsgpack
+from langchain_core.messages import AnyMessage
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+from teamgraph.history import EncodedMessages, History, HistoryAppend
+
+__all__ = ["HISTORY_APPEND_TYPE", "TeamSerializer"]
+
+HISTORY_APPEND_TYPE = "teamgraph-history-append"
+
+
+class TeamSerializer(JsonPlusSerializer):
+    """``JsonPlusSerializer`` whose histories writes load undecoded (see the module docstring)."""
+
+    def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        if isinstance(obj, HistoryAppend):
+            # NOTE: each agent's batch is what LangGraph's serializer makes of the list.
+            batches = {}
+            for agent, messages in obj.items():
+                batches[agent] = [len(messages), super().dumps_typed(list(messages))[1]]
+            return HISTORY_APPEND_TYPE, ormsgpack.packb(batches)
+        return super().dumps_typed(_with_plain_snapshots(obj))
+
+    def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        type_, payload = data
+        if type_ != HISTORY_APPEND_TYPE:
+            return super().loads_typed(data)
+        batches = ormsgpack.unpackb(payload)
+        return {
+            agent: History([EncodedMessages(int(count), bytes(blob), self)]) for agent, (count, blob) in batches.items()
+        }
+
+    def decode_messages(self, blob: bytes) -> list[AnyMessage]:
+        """A batch of messages as :meth:`dumps_typed` encoded it (with this serializer's allowlist)."""
+        return super().loads_typed(("msgpack", blob))
+
+
+def _with_plain_snapshots(obj: Any) -> Any:
+    """A checkpoint whose DeltaChannel snapshots hold plain lists where the channel held a History.
+
+    NOTE: a snapshot of ``histories`` (every ``HISTORY_SNAPSHOT_FREQUENCY`` updates) is
+    LangGraph's own ``_DeltaSnapshot(value)`` named tuple; LangGraph's encoder does not
+    know History, and the stored snapshot stays plain data for any saver.
+    """
+    values = obj.get("channel_values") if isinstance(obj, dict) else None
+    if not isinstance(values, Mapping):
+        return obj
+    plain: dict[str, Any] = {}
+    for key, value in values.items():
+        inner = getattr(value, "value", None)
+        if not hasattr(value, "_replace") or not isinstance(inner, Mapping):
+            continue
+        if any(isinstance(v, History) for v in inner.values()):
+            plain[key] = value._replace(value={k: list(v) if isinstance(v, History) else v for k, v in inner.items()})
+    return {**obj, "channel_values": {**values, **plain}} if plain else obj

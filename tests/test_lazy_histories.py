@@ -1,0 +1,185 @@
+"""Histories the Team's saver loads are decoded per agent, when read (issue 10: resume).
+
+A write to ``histories`` is stored as one encoded batch per agent; loading a thread
+gives each agent a ``History`` sequence that decodes a batch when one of its messages
+is first read. These tests check the sequence behaves as the list it replaces, that a
+resumed team reads and continues the same histories, that nothing is decoded that no
+one read, and that the Team's one-scan SQLite saver reads what LangGraph's saver reads.
+"""
+
+from __future__ import annotations
+
+import copy
+import pickle
+import sqlite3
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.checkpoint.serde.types import _DeltaSnapshot
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+from teamgraph import ScriptedChatModel, Team
+from teamgraph.checkpoints import open_sqlite_saver
+from teamgraph.checkpoints.saver import TeamSqliteSaver
+from teamgraph.checkpoints.serde import HISTORY_APPEND_TYPE, TeamSerializer
+from teamgraph.history import EncodedMessages, History, HistoryAppend
+from tests.test_think_ahead import two_members as script
+
+LEADER = "Team Leader"
+R1, U1 = "Researcher_1", "UI Operator_1"
+
+
+def sample(n: int, tag: str) -> list:
+    out: list = []
+    for i in range(n):
+        if i % 3 == 0:
+            out.append(HumanMessage(f"{tag} ask {i}", id=f"{tag}-h{i}", additional_kwargs={"kind": "message"}))
+        elif i % 3 == 1:
+            out.append(AIMessage("", id=f"{tag}-a{i}", tool_calls=[{"name": "list_files", "args": {}, "id": f"c{i}"}]))
+        else:
+            out.append(ToolMessage(f"{tag} result {i}", tool_call_id=f"c{i - 1}", id=f"{tag}-t{i}"))
+    return out
+
+
+def encoded(messages: list, serde: TeamSerializer | None = None) -> EncodedMessages:
+    serde = serde or TeamSerializer()
+    type_, data = serde.dumps_typed(HistoryAppend({"x": messages}))
+    (history,) = serde.loads_typed((type_, data)).values()
+    (part,) = history.parts()
+    assert isinstance(part, EncodedMessages) and not part.decoded
+    return part
+
+
+# --- the sequence ---------------------------------------------------------------------
+
+
+def test_a_history_reads_like_the_list_of_its_messages_and_decodes_only_what_is_read():
+    first, second, third = sample(4, "a"), sample(3, "b"), sample(5, "c")
+    parts = [encoded(first), list(second), encoded(third)]
+    history = History(parts)
+    messages = [*first, *second, *third]
+
+    assert len(history) == 12 and bool(history) and not history.decoded
+    assert history[5] == messages[5]  # in the plain part: nothing decoded
+    assert not parts[0].decoded and not parts[2].decoded
+    assert history[-1] == messages[-1] and parts[2].decoded and not parts[0].decoded
+    assert history[6:] == messages[6:] and not parts[0].decoded  # a tail decodes only the batches it touches
+    slices = (slice(None), slice(2, 9), slice(3, 4), slice(9, 2), slice(-5, None), slice(None, None, 2))
+    for sl in (*slices, slice(None, None, -1)):
+        assert history[sl] == messages[sl], sl
+    assert list(history) == messages and list(reversed(history)) == messages[::-1]
+    assert history == messages and history == tuple(messages) and history == History([list(messages)])
+    assert history != messages[:-1] and history != "text" and history != [*messages[:-1], SystemMessage("x")]
+    assert history + [SystemMessage("y")] == [*messages, SystemMessage("y")]
+    assert [SystemMessage("y")] + history == [SystemMessage("y"), *messages]
+    for copied in (copy.copy(history), copy.deepcopy(history), pickle.loads(pickle.dumps(history))):
+        assert type(copied) is list and copied == messages
+    with pytest.raises(IndexError):
+        history[12]
+    with pytest.raises(TypeError):
+        hash(history)
+    empty = EncodedMessages(0, TeamSerializer().dumps_typed([])[1], TeamSerializer())
+    assert len(History()) == 0 and not History([[], empty]) and History()[0:3] == []
+
+
+def test_a_batch_that_does_not_decode_to_its_count_is_an_error_not_a_short_history():
+    serde = TeamSerializer()
+    part = EncodedMessages(3, serde.dumps_typed(sample(2, "x"))[1], serde)
+    with pytest.raises(ValueError, match="3 messages"):
+        History([part])[0]
+
+
+def test_the_serializer_stores_a_history_append_as_batches_and_everything_else_as_langgraph_does():
+    serde, plain = TeamSerializer(), JsonPlusSerializer()
+    write = HistoryAppend({LEADER: sample(5, "l"), R1: sample(2, "r")})
+    type_, data = serde.dumps_typed(write)
+    assert type_ == HISTORY_APPEND_TYPE
+    loaded = serde.loads_typed((type_, data))
+    assert type(loaded) is dict and set(loaded) == {LEADER, R1}
+    assert all(isinstance(h, History) and not h.decoded for h in loaded.values())
+    assert loaded[LEADER] == write[LEADER] and loaded[R1] == write[R1]
+    assert [type(m) for m in loaded[LEADER]] == [type(m) for m in write[LEADER]]
+    assert loaded[LEADER][1].tool_calls == write[LEADER][1].tool_calls
+
+    # Anything else: LangGraph's own bytes, readable by LangGraph's own serializer.
+    other = {"messages": sample(3, "m"), "n": 1}
+    assert serde.dumps_typed(other) == plain.dumps_typed(other)
+    assert plain.loads_typed(serde.dumps_typed(dict(write))) == dict(write)
+
+    # A snapshot of a channel holding a History is stored as plain lists.
+    history = History([encoded(sample(4, "s"))])
+    checkpoint = {"v": 4, "channel_values": {"histories": _DeltaSnapshot({LEADER: history}), "team": {"n": 1}}}
+    stored = plain.loads_typed(serde.dumps_typed(checkpoint))
+    snapshot = stored["channel_values"]["histories"]
+    assert isinstance(snapshot, _DeltaSnapshot) and type(snapshot.value[LEADER]) is list
+    assert snapshot.value[LEADER] == list(history) and stored["channel_values"]["team"] == {"n": 1}
+
+
+# --- a team on the Team's saver ---------------------------------------------------------
+
+
+def test_a_resumed_team_decodes_only_the_histories_it_reads_and_continues_them(team_home):
+    config = {"configurable": {"thread_id": "lazy"}}
+    first = Team(model=ScriptedChatModel(script()), home=team_home)
+    first.compile().invoke({"messages": [HumanMessage("Please do the work.")]}, config)
+    before = {name: list(first.history(config, name)) for name in (LEADER, R1, U1)}
+    assert all(before.values())
+
+    # A new Team on the same home: what a new process opens.
+    turns = sum(isinstance(m, AIMessage) for m in before[LEADER])
+    again = Team(model=ScriptedChatModel({LEADER: [*[""] * turns, "All done."]}), home=team_home)
+    graph = again.compile()
+    histories = graph.get_state(config).values["histories"]
+    assert set(histories) == {LEADER, R1, U1}
+    assert all(isinstance(h, History) and not h.decoded for h in histories.values())
+    assert {name: len(h) for name, h in histories.items()} == {name: len(h) for name, h in before.items()}
+    assert histories[R1] == before[R1] and histories[R1].decoded and not histories[U1].decoded
+
+    graph.invoke({"messages": [HumanMessage("Anything left?")]}, config)
+    after = graph.get_state(config).values["histories"]
+    assert after[LEADER][: len(before[LEADER])] == before[LEADER]
+    assert isinstance(after[LEADER][-1], AIMessage) and after[LEADER][-1].text == "All done."
+    assert after[R1] == before[R1] and after[U1] == before[U1]
+    assert again.history(config, LEADER) == list(after[LEADER])
+
+
+def test_the_team_saver_reads_the_writes_langgraphs_saver_reads_on_every_branch(team_home):
+    config = {"configurable": {"thread_id": "scan"}}
+    team = Team(model=ScriptedChatModel(script()), home=team_home)
+    graph = team.compile()
+    graph.invoke({"messages": [HumanMessage("Please do the work.")]}, config)
+    # NOTE: a fork: an edit of an older checkpoint starts a second branch in the same thread.
+    older = list(graph.get_state_history(config))[4].config
+    graph.update_state(older, {"histories": {R1: [HumanMessage("edited", id="edit-1")]}})
+    saver = graph.checkpointer
+    assert isinstance(saver, TeamSqliteSaver)
+    reference = SqliteSaver(sqlite3.connect(team.db_path, check_same_thread=False), serde=TeamSerializer())
+    channels = ["histories", "agents", "requests", "deliveries", "messages"]
+    checked = 0
+    for snapshot in graph.get_state_history(config):
+        ours = saver.get_delta_channel_history(config=snapshot.config, channels=channels)
+        theirs = reference.get_delta_channel_history(config=snapshot.config, channels=channels)
+        assert set(ours) == set(theirs)
+        for channel in channels:
+            mine, reference_writes = ours[channel]["writes"], theirs[channel]["writes"]
+            assert [(t, c, _plain(v)) for t, c, v in mine] == [(t, c, _plain(v)) for t, c, v in reference_writes]
+            assert ("seed" in ours[channel]) == ("seed" in theirs[channel])
+        checked += 1
+    assert checked >= 10
+    assert open_sqlite_saver(team.db_path).get_tuple(config) is not None
+
+
+def _plain(value):
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return list(value) if isinstance(value, History) else value
+
+
+def test_a_plain_langgraph_saver_cannot_read_the_batches_and_says_so(team_home):
+    config = {"configurable": {"thread_id": "plain"}}
+    team = Team(model=ScriptedChatModel(script()), home=team_home)
+    team.compile().invoke({"messages": [HumanMessage("Please do the work.")]}, config)
+    plain = SqliteSaver(sqlite3.connect(team.db_path, check_same_thread=False))
+    with pytest.raises(NotImplementedError, match=HISTORY_APPEND_TYPE):
+        plain.get_delta_channel_history(config=config, channels=["histories"])

@@ -16,7 +16,7 @@ import operator
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import accumulate
-from typing import Any, Protocol, overload
+from typing import Any, Protocol, cast, overload
 
 from langchain_core.messages import AnyMessage
 
@@ -163,18 +163,22 @@ class History(Sequence[AnyMessage]):
         return (list, (list(self),))
 
 
-def join_history(old: Sequence[AnyMessage] | None, batches: Sequence[Sequence[AnyMessage]]) -> Sequence[AnyMessage]:
+def join_history(
+    old: Sequence[AnyMessage] | None, batches: Sequence[Sequence[AnyMessage] | EncodedMessages]
+) -> Sequence[AnyMessage]:
     """``old`` followed by each batch, without decoding anything.
 
-    A plain list when nothing is a :class:`History` (every checkpointer but the Team's
+    A plain list when nothing is stored encoded (every checkpointer but the Team's
     saver), else a :class:`History` that keeps the stored batches encoded.
     """
-    if not isinstance(old, History) and not any(isinstance(b, History) for b in batches):
-        return [*(old or ()), *(m for batch in batches for m in batch)]
+    if not isinstance(old, History) and not any(isinstance(b, (History, EncodedMessages)) for b in batches):
+        return [*(old or ()), *(m for batch in batches for m in cast(Sequence[AnyMessage], batch))]
     parts: list[Part] = []
     for seq in (old or [], *batches):
         if isinstance(seq, History):
             parts.extend(seq.parts())
+        elif isinstance(seq, EncodedMessages):
+            parts.append(seq)
         elif seq:
             parts.append(list(seq))
     return History(parts)

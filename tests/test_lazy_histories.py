@@ -173,6 +173,8 @@ def test_the_team_saver_reads_the_writes_langgraphs_saver_reads_on_every_branch(
 def _plain(value):
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, EncodedMessages):
+        return value.messages()
     return list(value) if isinstance(value, History) else value
 
 

@@ -43,10 +43,12 @@ class TeamSerializer(JsonPlusSerializer):
         type_, payload = data
         if type_ != HISTORY_APPEND_TYPE:
             return super().loads_typed(data)
+        return {agent: History([batch]) for agent, batch in self.history_batches(payload).items()}
+
+    def history_batches(self, payload: bytes) -> dict[str, EncodedMessages]:
+        """A stored ``HistoryAppend``: per agent, its batch of messages, not decoded."""
         batches = ormsgpack.unpackb(payload)
-        return {
-            agent: History([EncodedMessages(int(count), bytes(blob), self)]) for agent, (count, blob) in batches.items()
-        }
+        return {agent: EncodedMessages(int(count), blob, self) for agent, (count, blob) in batches.items()}
 
     def decode_messages(self, blob: bytes) -> list[AnyMessage]:
         """A batch of messages as :meth:`dumps_typed` encoded it (with this serializer's allowlist)."""

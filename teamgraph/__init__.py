@@ -6,6 +6,7 @@ checkpointed to SQLite so a run can pause, survive a crash and resume.
 """
 
 from teamgraph.governance.matrix import PermissionMatrix, PermissionsError
+from teamgraph.history import History
 from teamgraph.models import (
     ModelNotConfiguredError,
     ScriptedChatModel,
@@ -16,6 +17,7 @@ from teamgraph.roles import Role, RoleFileError, load_roles
 from teamgraph.team import Team
 
 __all__ = [
+    "History",
     "ModelNotConfiguredError",
     "PermissionMatrix",
     "PermissionsError",

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, cast
 
+import ormsgpack
 from langchain_core.messages import AnyMessage, convert_to_messages
 from langgraph.channels import DeltaChannel, Topic
 from langgraph.graph.message import Messages, add_messages
@@ -67,14 +68,32 @@ def append_conversation(current: list[AnyMessage] | None, writes: Sequence[Any])
     return merged
 
 
+class RecordsUpdate(dict[str, Any]):
+    """A write to ``agents``, ``requests`` or ``deliveries``: the changed records by id.
+
+    NOTE: a plain dict to every checkpointer. The Team's serializer stores each record
+    encoded on its own, and the Team's SQLite saver hands a replayed write's records over
+    still encoded (``bytes``): ``merge_records`` decodes only the records that survive
+    the fold (a 5 000-message thread replays 2 499 registry writes for its 3 agents).
+    """
+
+
 def merge_records(
     current: dict[str, dict[str, Any]] | None,
-    writes: Sequence[dict[str, dict[str, Any]]],
+    writes: Sequence[Mapping[str, Any]],
 ) -> dict[str, dict[str, Any]]:
-    """Upsert records by id: a later write of an id replaces the earlier record."""
+    """Upsert records by id: a later write of an id replaces the earlier record.
+
+    A record still encoded (``bytes``, see :class:`RecordsUpdate`) is decoded once it
+    is the one that stays.
+    """
     merged = dict(current or {})
     for write in writes:
         merged.update(write)
+    for key in {key for write in writes for key, record in write.items() if isinstance(record, bytes)}:
+        record = merged[key]
+        if isinstance(record, bytes):
+            merged[key] = ormsgpack.unpackb(record)
     return merged
 
 

@@ -12,7 +12,10 @@ from __future__ import annotations
 import copy
 import pickle
 import sqlite3
+import uuid
+from datetime import UTC, datetime
 
+import ormsgpack
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
@@ -22,8 +25,9 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from teamgraph import ScriptedChatModel, Team
 from teamgraph.checkpoints import open_sqlite_saver
 from teamgraph.checkpoints.saver import TeamSqliteSaver
-from teamgraph.checkpoints.serde import HISTORY_APPEND_TYPE, TeamSerializer
+from teamgraph.checkpoints.serde import HISTORY_APPEND_TYPE, RECORDS_UPDATE_TYPE, TeamSerializer
 from teamgraph.history import EncodedMessages, History, HistoryAppend
+from teamgraph.state import RecordsUpdate, merge_records
 from tests.test_think_ahead import two_members as script
 
 LEADER = "Team Leader"
@@ -116,6 +120,28 @@ def test_the_serializer_stores_a_history_append_as_batches_and_everything_else_a
     assert snapshot.value[LEADER] == list(history) and stored["channel_values"]["team"] == {"n": 1}
 
 
+def test_records_are_stored_one_by_one_and_only_the_surviving_ones_are_decoded():
+    serde, plain = TeamSerializer(), JsonPlusSerializer()
+    first = RecordsUpdate({"ask_1": {"id": "ask_1", "status": "open", "payload": {"q": "x"}}, "ask_2": {"id": "ask_2"}})
+    second = RecordsUpdate({"ask_1": {"id": "ask_1", "status": "answered", "answer": ["a", 1, None, 2.5]}})
+    stored = [serde.dumps_typed(w) for w in (first, second)]
+    assert {type_ for type_, _ in stored} == {RECORDS_UPDATE_TYPE}
+    assert [serde.loads_typed(s) for s in stored] == [dict(first), dict(second)]
+
+    # As the Team's saver replays them: encoded records, decoded by the reducer if they stay.
+    replayed = [serde.encoded_records(data) for _, data in stored]
+    assert all(isinstance(r, bytes) for w in replayed for r in w.values())
+    folded = merge_records({}, replayed)
+    assert folded == {"ask_1": dict(second)["ask_1"], "ask_2": {"id": "ask_2"}}
+    assert merge_records(folded, [{"ask_2": {"id": "ask_2", "status": "closed"}}])["ask_2"]["status"] == "closed"
+
+    # A record that is not plain data is stored as LangGraph stores it (and still reads back).
+    for odd_value in (_DeltaSnapshot(1), datetime.now(UTC), uuid.uuid4(), HistoryAppend({"a": []})):
+        odd = RecordsUpdate({"x": {"when": odd_value}})
+        type_, data = serde.dumps_typed(odd)
+        assert type_ == "msgpack" and plain.loads_typed((type_, data)) == dict(odd), odd_value
+
+
 # --- a team on the Team's saver ---------------------------------------------------------
 
 
@@ -175,6 +201,8 @@ def _plain(value):
         return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, EncodedMessages):
         return value.messages()
+    if isinstance(value, bytes):  # NOTE: a record the Team's saver hands over encoded
+        return ormsgpack.unpackb(value)
     return list(value) if isinstance(value, History) else value
 
 

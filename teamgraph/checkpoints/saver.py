@@ -11,7 +11,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import DeltaChannelHistory, get_checkpoint_id
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from teamgraph.checkpoints.serde import HISTORY_APPEND_TYPE, TeamSerializer
+from teamgraph.checkpoints.serde import HISTORY_APPEND_TYPE, RECORDS_UPDATE_TYPE, TeamSerializer
 from teamgraph.compat import SQLITE_DELTA
 
 DB_FILE = "teamgraph.sqlite"
@@ -128,9 +128,13 @@ class TeamSqliteSaver(SqliteSaver):
         return found
 
     def _load_write(self, type_tag: str, blob: bytes) -> Any:
-        # NOTE: a replayed histories write is folded at once; its batches need no History each.
-        if type_tag == HISTORY_APPEND_TYPE and isinstance(self.serde, TeamSerializer):
-            return self.serde.history_batches(blob)
+        # NOTE: a replayed write is folded at once: a histories write needs no History per
+        # batch, and a records write's records are decoded only if they survive the fold.
+        if isinstance(self.serde, TeamSerializer):
+            if type_tag == HISTORY_APPEND_TYPE:
+                return self.serde.history_batches(blob)
+            if type_tag == RECORDS_UPDATE_TYPE:
+                return self.serde.encoded_records(blob)
         return self.serde.loads_typed((type_tag, blob))
 
 

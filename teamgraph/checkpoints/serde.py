@@ -21,10 +21,22 @@ from langchain_core.messages import AnyMessage
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from teamgraph.history import EncodedMessages, History, HistoryAppend
+from teamgraph.state import RecordsUpdate
 
-__all__ = ["HISTORY_APPEND_TYPE", "TeamSerializer"]
+__all__ = ["HISTORY_APPEND_TYPE", "RECORDS_UPDATE_TYPE", "TeamSerializer"]
 
 HISTORY_APPEND_TYPE = "teamgraph-history-append"
+RECORDS_UPDATE_TYPE = "teamgraph-records-update"
+# NOTE: a record is stored on its own only if it is plain data: anything msgpack would turn
+# into something else on the way back (a datetime, a UUID, an enum, a dataclass, a str or
+# dict subclass) raises here, and the write is stored as LangGraph's serializer stores it.
+_PLAIN_ONLY = (
+    ormsgpack.OPT_PASSTHROUGH_DATETIME
+    | ormsgpack.OPT_PASSTHROUGH_UUID
+    | ormsgpack.OPT_PASSTHROUGH_ENUM
+    | ormsgpack.OPT_PASSTHROUGH_DATACLASS
+    | ormsgpack.OPT_PASSTHROUGH_SUBCLASS
+)
 
 
 class TeamSerializer(JsonPlusSerializer):
@@ -37,13 +49,25 @@ class TeamSerializer(JsonPlusSerializer):
             for agent, messages in obj.items():
                 batches[agent] = [len(messages), super().dumps_typed(list(messages))[1]]
             return HISTORY_APPEND_TYPE, ormsgpack.packb(batches)
+        if isinstance(obj, RecordsUpdate):
+            try:
+                records = {key: ormsgpack.packb(record, option=_PLAIN_ONLY) for key, record in obj.items()}
+                return RECORDS_UPDATE_TYPE, ormsgpack.packb(records)
+            except (TypeError, ormsgpack.MsgpackEncodeError):
+                return super().dumps_typed(dict(obj))
         return super().dumps_typed(_with_plain_snapshots(obj))
 
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
         type_, payload = data
-        if type_ != HISTORY_APPEND_TYPE:
-            return super().loads_typed(data)
-        return {agent: History([batch]) for agent, batch in self.history_batches(payload).items()}
+        if type_ == HISTORY_APPEND_TYPE:
+            return {agent: History([batch]) for agent, batch in self.history_batches(payload).items()}
+        if type_ == RECORDS_UPDATE_TYPE:
+            return {key: ormsgpack.unpackb(record) for key, record in self.encoded_records(payload).items()}
+        return super().loads_typed(data)
+
+    def encoded_records(self, payload: bytes) -> dict[str, bytes]:
+        """A stored ``RecordsUpdate``: each record by id, not decoded (``merge_records`` decodes)."""
+        return dict(ormsgpack.unpackb(payload))
 
     def history_batches(self, payload: bytes) -> dict[str, EncodedMessages]:
         """A stored ``HistoryAppend``: per agent, its batch of messages, not decoded."""

@@ -21,6 +21,7 @@ from teamgraph.protocols import requests as tracker
 from teamgraph.protocols.requests import HUMAN
 from teamgraph.records import AgentRecord, Delivery, Request, TeamBook
 from teamgraph.runtime import TeamRuntime
+from teamgraph.state import RecordsUpdate
 
 
 class Ledger:
@@ -154,13 +155,13 @@ class Ledger:
         changed = {n: r for n, r in self.agents.items() if self.agents_before.get(n) != r}
         out: dict[str, Any] = {"team": self.team}
         if changed:
-            out["agents"] = changed
+            out["agents"] = RecordsUpdate(changed)
         if self.appends:
             out["histories"] = HistoryAppend(self.appends)
         if self.changed_requests:
-            out["requests"] = self.changed_requests
+            out["requests"] = RecordsUpdate(self.changed_requests)
         if self.changed_deliveries:
-            out["deliveries"] = self.changed_deliveries
+            out["deliveries"] = RecordsUpdate(self.changed_deliveries)
         if self.replies:
             out["messages"] = self.replies
         return out

@@ -96,8 +96,9 @@ CLOSE_PARALLEL = (
     "max_parallel + 2 in build_team_graph; less framework time per step"
 )
 CLOSE_RESUME = (
-    "to close: get_state deserializes every message of every history (about 50 us "
-    "each: msgpack, then pydantic); load per-agent histories on demand"
+    "what is left: each load still reads and folds every write of the thread (SQL, the "
+    "ancestor walk, the surviving records), the step decodes the leader's whole history, "
+    "and the process's first full garbage collection falls in the window"
 )
 
 
@@ -326,8 +327,8 @@ def evaluate(rows: list[dict]) -> list[dict]:
             f"in-process {a['in_process_ms']:.0f} -> {b['in_process_ms']:.0f} ms (open+compile "
             f"{b['open_ms']:.0f}, get_state {b['get_state_ms']:.0f}, step {b['step_ms']:.0f}); "
             f"whole process x{proc:.2f}; get_state+step alone x{hist:.2f} (CPU x"
-            f"{b['history_cpu_ms'] / a['history_cpu_ms']:.2f}): every message is deserialized "
-            f"twice (get_state, then the step's own load)"
+            f"{b['history_cpu_ms'] / a['history_cpu_ms']:.2f}); a history is decoded when "
+            f"read (the step reads the leader's)"
         )
         if ratio > 2.0:
             note += f"; {CLOSE_RESUME}"

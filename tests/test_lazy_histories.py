@@ -22,6 +22,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from langgraph.checkpoint.sqlite import SqliteSaver
 
+import teamgraph.state
 from teamgraph import ScriptedChatModel, Team
 from teamgraph.checkpoints import open_sqlite_saver
 from teamgraph.checkpoints.saver import TeamSqliteSaver
@@ -170,7 +171,10 @@ def test_a_resumed_team_decodes_only_the_histories_it_reads_and_continues_them(t
     assert again.history(config, LEADER) == list(after[LEADER])
 
 
-def test_the_team_saver_reads_the_writes_langgraphs_saver_reads_on_every_branch(team_home):
+@pytest.mark.parametrize("cadence", [None, 4])
+def test_the_team_saver_reads_the_writes_langgraphs_saver_reads_on_every_branch(team_home, monkeypatch, cadence):
+    if cadence:  # NOTE: read when the graph is built: DeltaChannel snapshots every `cadence` updates
+        monkeypatch.setattr(teamgraph.state, "HISTORY_SNAPSHOT_FREQUENCY", cadence)
     config = {"configurable": {"thread_id": "scan"}}
     team = Team(model=ScriptedChatModel(script()), home=team_home)
     graph = team.compile()
@@ -182,17 +186,29 @@ def test_the_team_saver_reads_the_writes_langgraphs_saver_reads_on_every_branch(
     assert isinstance(saver, TeamSqliteSaver)
     reference = SqliteSaver(sqlite3.connect(team.db_path, check_same_thread=False), serde=TeamSerializer())
     channels = ["histories", "agents", "requests", "deliveries", "messages"]
-    checked = 0
+    statements: list[str] = []
+    saver.conn.set_trace_callback(statements.append)
+    checked = seeded = 0
     for snapshot in graph.get_state_history(config):
-        ours = saver.get_delta_channel_history(config=snapshot.config, channels=channels)
         theirs = reference.get_delta_channel_history(config=snapshot.config, channels=channels)
-        assert set(ours) == set(theirs)
-        for channel in channels:
-            mine, reference_writes = ours[channel]["writes"], theirs[channel]["writes"]
-            assert [(t, c, _plain(v)) for t, c, v in mine] == [(t, c, _plain(v)) for t, c, v in reference_writes]
-            assert ("seed" in ours[channel]) == ("seed" in theirs[channel])
+        first = saver.get_delta_channel_history(config=snapshot.config, channels=channels)
+        statements.clear()
+        again = saver.get_delta_channel_history(config=snapshot.config, channels=channels)
+        assert statements == []  # NOTE: the same checkpoint again: the kept rows, not the file
+        for ours in (first, again):
+            assert set(ours) == set(theirs)
+            for channel in channels:
+                mine, reference_writes = ours[channel]["writes"], theirs[channel]["writes"]
+                assert [(t, c, _plain(v)) for t, c, v in mine] == [(t, c, _plain(v)) for t, c, v in reference_writes]
+                assert ("seed" in ours[channel]) == ("seed" in theirs[channel])
+                if "seed" in ours[channel]:
+                    assert _plain(ours[channel]["seed"].value) == _plain(theirs[channel]["seed"].value)
+        if "seed" in first["histories"]:
+            seeded += 1
+            # Each reader gets objects of its own.
+            assert first["histories"]["seed"].value is not again["histories"]["seed"].value
         checked += 1
-    assert checked >= 10
+    assert checked >= 10 and (seeded > 0) == bool(cadence)
     assert open_sqlite_saver(team.db_path).get_tuple(config) is not None
 
 

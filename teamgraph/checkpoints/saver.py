@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,8 @@ class _Walk:
         self.chains: dict[str, list[str]] = {ch: [] for ch in channels}
         self.seeds: dict[str, Any] = {}
         self.seeded: set[str] = set()
+        # NOTE: the stored checkpoint each snapshot came from, to decode it afresh for a reader.
+        self.seed_blobs: dict[str, tuple[str, bytes]] = {}
         self._state: dict[str, Any] = {}
 
     @staticmethod
@@ -51,24 +54,35 @@ class _Walk:
 
     def step(self, cid: str, type_tag: str, blob: bytes, *, target_id: str, serde: Any) -> bool:
         """Take one ancestor (newest first); True once every channel has its snapshot or the chain loops."""
-        return bool(
-            SQLITE_DELTA.step_walk_with_row(
-                cid=cid,
-                type_tag=type_tag,
-                blob=blob,
-                target_id=target_id,
-                serde=serde,
-                chain_by_ch=self.chains,
-                seed_val_by_ch=self.seeds,
-                walk_state=self._state,
-                seeded=self.seeded,
-                channels=self.channels,
-            )
+        before = len(self.seeded)
+        done = SQLITE_DELTA.step_walk_with_row(
+            cid=cid,
+            type_tag=type_tag,
+            blob=blob,
+            target_id=target_id,
+            serde=serde,
+            chain_by_ch=self.chains,
+            seed_val_by_ch=self.seeds,
+            walk_state=self._state,
+            seeded=self.seeded,
+            channels=self.channels,
         )
+        if len(self.seeded) != before:
+            self.seed_blobs.update({ch: (type_tag, blob) for ch in self.seeded if ch not in self.seed_blobs})
+        return bool(done)
+
+
+@dataclass(frozen=True)
+class _Load:
+    """What one load read: per channel, its snapshot's stored checkpoint and its chain's write rows."""
+
+    key: tuple[Any, ...]
+    seed_blobs: dict[str, tuple[str, bytes]]
+    rows: dict[str, list[Any]]
 
 
 class TeamSqliteSaver(SqliteSaver):
-    """``SqliteSaver`` that reads a thread's DeltaChannel writes in one scan.
+    """``SqliteSaver`` that reads a thread's DeltaChannel writes in one scan, and once.
 
     NOTE: LangGraph's saver asks for each channel's writes with an ``IN`` list of every
     checkpoint id in the chain (5 channels x 2 500 ids at 5 000 messages: 70-80 ms
@@ -78,7 +92,15 @@ class TeamSqliteSaver(SqliteSaver):
     decoded without the per-checkpoint lists LangGraph's builder makes: at 5 000
     messages a load allocates tens of thousands of objects fewer, and the garbage
     collector's full passes (80-100 ms each here) come less often.
+
+    The rows of the last load are kept until the next checkpoint is written: a
+    checkpoint's ancestors and their writes never change, so reading the same
+    checkpoint again (``get_state`` and then the run, ``team.history`` for each agent)
+    decodes the kept rows afresh without reading the file. Only stored bytes are kept,
+    never a decoded value, so no reader sees another's objects.
     """
+
+    _last: _Load | None = None
 
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
@@ -94,19 +116,37 @@ class TeamSqliteSaver(SqliteSaver):
             if target is None:
                 return {ch: {"writes": []} for ch in channels}
             checkpoint_id = target.config["configurable"]["checkpoint_id"]
-        walk = _Walk(channels)
+        key = (thread_id, checkpoint_ns, checkpoint_id, tuple(channels))
+        load, seeds = self._last, None
+        if load is None or load.key != key:
+            load, seeds = self._read(key)
+            self._last = load
+        history: dict[str, DeltaChannelHistory] = {}
+        for ch in channels:
+            history[ch] = {"writes": [(row[2], ch, self._load_write(row[4], row[5])) for row in load.rows.get(ch, ())]}
+        for ch, seed in (seeds if seeds is not None else self._seeds(load)).items():
+            history[ch]["seed"] = seed
+        return history
+
+    def _seeds(self, load: _Load) -> dict[str, Any]:
+        """Each snapshot a kept load found, decoded afresh from its stored checkpoint."""
+        decoded: dict[tuple[str, bytes], Any] = {}
+        for blob in load.seed_blobs.values():
+            if blob not in decoded:
+                decoded[blob] = self.serde.loads_typed(blob)["channel_values"]
+        return {ch: decoded[blob][ch] for ch, blob in load.seed_blobs.items()}
+
+    def _read(self, key: tuple[Any, ...]) -> tuple[_Load, dict[str, Any]]:
+        thread_id, checkpoint_ns, checkpoint_id, channels = key
+        walk = _Walk(list(channels))
         with self.cursor(transaction=False) as cur:
             cur.execute(SQLITE_DELTA.DELTA_STAGE1_SQL, walk.params(thread_id, checkpoint_ns, checkpoint_id))
             for cid, type_tag, blob in cur:
                 if walk.step(cid, type_tag, blob, target_id=checkpoint_id, serde=self.serde):
                     break
-            found = self._chain_writes(cur, thread_id, checkpoint_ns, walk)
-        history: dict[str, DeltaChannelHistory] = {}
-        for ch in channels:
-            history[ch] = {"writes": [(row[2], ch, self._load_write(row[4], row[5])) for row in found.pop(ch, [])]}
-            if ch in walk.seeded:
-                history[ch]["seed"] = walk.seeds[ch]
-        return history
+            rows = self._chain_writes(cur, thread_id, checkpoint_ns, walk)
+        seed_blobs = {ch: walk.seed_blobs[ch] for ch in walk.seeded}
+        return _Load(key=key, seed_blobs=seed_blobs, rows=rows), {ch: walk.seeds[ch] for ch in walk.seeded}
 
     def _chain_writes(self, cur: sqlite3.Cursor, thread_id: str, ns: str, walk: _Walk) -> dict[str, list[Any]]:
         """Each channel's write rows on its chain, in the order LangGraph's saver returns them."""
@@ -136,6 +176,14 @@ class TeamSqliteSaver(SqliteSaver):
             if type_tag == RECORDS_UPDATE_TYPE:
                 return self.serde.encoded_records(blob)
         return self.serde.loads_typed((type_tag, blob))
+
+    def put(self, *args: Any, **kwargs: Any) -> RunnableConfig:
+        self._last = None  # NOTE: the kept rows are let go once the thread moves on
+        return super().put(*args, **kwargs)
+
+    def delete_thread(self, thread_id: str) -> None:
+        self._last = None
+        super().delete_thread(thread_id)
 
 
 def open_sqlite_saver(path: str | Path) -> SqliteSaver:

@@ -119,6 +119,9 @@ def test_the_serializer_stores_a_history_append_as_batches_and_everything_else_a
     snapshot = stored["channel_values"]["histories"]
     assert isinstance(snapshot, _DeltaSnapshot) and type(snapshot.value[LEADER]) is list
     assert snapshot.value[LEADER] == list(history) and stored["channel_values"]["team"] == {"n": 1}
+    # PostgresSaver stores each channel's value on its own: the snapshot alone, too.
+    alone = plain.loads_typed(serde.dumps_typed(_DeltaSnapshot({LEADER: history, R1: []})))
+    assert isinstance(alone, _DeltaSnapshot) and alone.value == {LEADER: list(history), R1: []}
 
 
 def test_records_are_stored_one_by_one_and_only_the_surviving_ones_are_decoded():

@@ -80,20 +80,25 @@ class TeamSerializer(JsonPlusSerializer):
 
 
 def _with_plain_snapshots(obj: Any) -> Any:
-    """A checkpoint whose DeltaChannel snapshots hold plain lists where the channel held a History.
+    """``obj`` with plain lists where a DeltaChannel snapshot in it holds a History.
 
     NOTE: a snapshot of ``histories`` (every ``HISTORY_SNAPSHOT_FREQUENCY`` updates) is
     LangGraph's own ``_DeltaSnapshot(value)`` named tuple; LangGraph's encoder does not
-    know History, and the stored snapshot stays plain data for any saver.
+    know History, and the stored snapshot stays plain data for any saver. SqliteSaver
+    stores it inside the checkpoint; PostgresSaver stores each channel's value on its own.
     """
     values = obj.get("channel_values") if isinstance(obj, dict) else None
     if not isinstance(values, Mapping):
-        return obj
-    plain: dict[str, Any] = {}
-    for key, value in values.items():
-        inner = getattr(value, "value", None)
-        if not hasattr(value, "_replace") or not isinstance(inner, Mapping):
-            continue
-        if any(isinstance(v, History) for v in inner.values()):
-            plain[key] = value._replace(value={k: list(v) if isinstance(v, History) else v for k, v in inner.items()})
-    return {**obj, "channel_values": {**values, **plain}} if plain else obj
+        return _plain_snapshot(obj)
+    plain = {key: _plain_snapshot(value) for key, value in values.items()}
+    changed = any(plain[key] is not value for key, value in values.items())
+    return {**obj, "channel_values": plain} if changed else obj
+
+
+def _plain_snapshot(value: Any) -> Any:
+    inner = getattr(value, "value", None)
+    if not hasattr(value, "_replace") or not isinstance(inner, Mapping):
+        return value
+    if not any(isinstance(v, History) for v in inner.values()):
+        return value
+    return value._replace(value={k: list(v) if isinstance(v, History) else v for k, v in inner.items()})

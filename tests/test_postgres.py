@@ -141,3 +141,32 @@ def test_an_unreachable_server_is_one_clear_error(tmp_path):
     result = runner.invoke(app, ["--db", "postgresql://u:pw@127.0.0.1:9/x?connect_timeout=2", "threads"])
     assert result.exit_code == 1
     assert result.stderr.startswith("Error: Cannot connect to PostgreSQL") and "pw" not in result.stderr
+
+
+@pytest.mark.parametrize("database", ["sqlite", "postgres"])
+def test_a_resumed_thread_writes_snapshots_of_the_histories_it_loaded(database, request, tmp_path, monkeypatch):
+    # A resumed run holds histories as History sequences; a DeltaChannel snapshot of them
+    # (every `cadence` updates) is stored as plain lists, on both databases.
+    from langchain_core.messages import AIMessage, HumanMessage
+    from test_think_ahead import two_members
+
+    import teamgraph.state
+    from teamgraph import History
+
+    monkeypatch.setattr(teamgraph.state, "HISTORY_SNAPSHOT_FREQUENCY", 3)  # NOTE: read when the graph is built
+    db = request.getfixturevalue("postgres_url") if database == "postgres" else None
+    config = {"configurable": {"thread_id": "snapshots"}}
+    first = Team(model=ScriptedChatModel(two_members()), home=tmp_path, checkpointer=db)
+    first.compile().invoke({"messages": [HumanMessage("Please do the work.")]}, config)
+    before = first.history(config, "Team Leader")
+
+    turns = sum(isinstance(m, AIMessage) for m in before)
+    script = {"Team Leader": [*[""] * turns, "Noted.", "Done."]}
+    again = Team(model=ScriptedChatModel(script), home=tmp_path, checkpointer=db)
+    graph = again.compile()
+    assert isinstance(graph.get_state(config).values["histories"]["Team Leader"], History)
+    for text in ("One more thing.", "And another."):
+        graph.invoke({"messages": [HumanMessage(text)]}, config)
+    after = Team(model=ScriptedChatModel({}), home=tmp_path, checkpointer=db).history(config, "Team Leader")
+    assert after[: len(before)] == before
+    assert [m.text for m in after if isinstance(m, AIMessage)][-2:] == ["Noted.", "Done."]

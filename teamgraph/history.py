@@ -13,6 +13,7 @@ LangGraph's serializer writes. Any other checkpointer gives plain lists.
 from __future__ import annotations
 
 import operator
+import threading
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import accumulate
@@ -33,6 +34,9 @@ class HistoryAppend(dict[str, list[AnyMessage]]):
 
 class MessageDecoder(Protocol):
     def decode_messages(self, blob: bytes) -> list[AnyMessage]: ...
+
+
+_DECODING = threading.Lock()
 
 
 class EncodedMessages:
@@ -58,12 +62,18 @@ class EncodedMessages:
 
     def messages(self) -> list[AnyMessage]:
         """The batch's messages (decoded once; the same list afterwards, never changed)."""
-        if self._messages is None:
-            messages = self._decoder.decode_messages(self._data)
-            if not isinstance(messages, list) or len(messages) != self.count:
-                raise ValueError(f"a stored history batch should hold {self.count} messages: {messages!r:.80}")
-            self._messages, self._data = messages, b""
-        return self._messages
+        messages = self._messages
+        if messages is not None:
+            return messages
+        # NOTE: a step in the pool and the router (its log, think ahead) may read the same
+        # loaded batch at once: one decodes it, the other then reads what it decoded.
+        with _DECODING:
+            if self._messages is None:
+                messages = self._decoder.decode_messages(self._data)
+                if not isinstance(messages, list) or len(messages) != self.count:
+                    raise ValueError(f"a stored history batch should hold {self.count} messages: {messages!r:.80}")
+                self._messages, self._data = messages, b""
+            return self._messages
 
 
 Part = list[AnyMessage] | EncodedMessages

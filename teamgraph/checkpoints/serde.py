@@ -13,7 +13,6 @@ saver ``teamgraph.checkpoints`` opens uses it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import ormsgpack
@@ -55,7 +54,16 @@ class TeamSerializer(JsonPlusSerializer):
                 return RECORDS_UPDATE_TYPE, ormsgpack.packb(records)
             except (TypeError, ormsgpack.MsgpackEncodeError):
                 return super().dumps_typed(dict(obj))
-        return super().dumps_typed(_with_plain_snapshots(obj))
+        try:
+            return super().dumps_typed(obj)
+        except TypeError:
+            # NOTE: LangGraph's encoder does not know History, a history as this serializer
+            # loads it: in a DeltaChannel snapshot of a resumed run's histories, or in values
+            # read from a thread and written back (`update_state`). Stored as plain lists.
+            plain = _without_histories(obj)
+            if plain is obj:
+                raise
+            return super().dumps_typed(plain)
 
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
         type_, payload = data
@@ -79,26 +87,21 @@ class TeamSerializer(JsonPlusSerializer):
         return super().loads_typed(("msgpack", blob))
 
 
-def _with_plain_snapshots(obj: Any) -> Any:
-    """``obj`` with plain lists where a DeltaChannel snapshot in it holds a History.
+def _without_histories(obj: Any) -> Any:
+    """``obj`` with each History in it (in dicts, lists, tuples, named tuples) as a plain list.
 
-    NOTE: a snapshot of ``histories`` (every ``HISTORY_SNAPSHOT_FREQUENCY`` updates) is
-    LangGraph's own ``_DeltaSnapshot(value)`` named tuple; LangGraph's encoder does not
-    know History, and the stored snapshot stays plain data for any saver. SqliteSaver
-    stores it inside the checkpoint; PostgresSaver stores each channel's value on its own.
+    Returns ``obj`` itself when it holds none.
     """
-    values = obj.get("channel_values") if isinstance(obj, dict) else None
-    if not isinstance(values, Mapping):
-        return _plain_snapshot(obj)
-    plain = {key: _plain_snapshot(value) for key, value in values.items()}
-    changed = any(plain[key] is not value for key, value in values.items())
-    return {**obj, "channel_values": plain} if changed else obj
-
-
-def _plain_snapshot(value: Any) -> Any:
-    inner = getattr(value, "value", None)
-    if not hasattr(value, "_replace") or not isinstance(inner, Mapping):
-        return value
-    if not any(isinstance(v, History) for v in inner.values()):
-        return value
-    return value._replace(value={k: list(v) if isinstance(v, History) else v for k, v in inner.items()})
+    if isinstance(obj, History):
+        return list(obj)
+    if isinstance(obj, dict):
+        items = {key: _without_histories(value) for key, value in obj.items()}
+        return items if any(items[key] is not value for key, value in obj.items()) else obj
+    if isinstance(obj, (list, tuple)):
+        values = [_without_histories(value) for value in obj]
+        if all(new is old for new, old in zip(values, obj, strict=True)):
+            return obj
+        if isinstance(obj, list):
+            return values
+        return obj._make(values) if hasattr(obj, "_make") else tuple(values)
+    return obj

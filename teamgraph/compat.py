@@ -20,6 +20,7 @@ __all__ = [
     "CONFIG_KEY_DURABILITY",
     "CONFIG_KEY_READ",
     "CONFIG_KEY_READ_STATE",
+    "DELTA_SNAPSHOT",
     "SQLITE_DELTA",
     "read_graph_state",
 ]
@@ -51,6 +52,14 @@ try:
     SQLITE_DELTA.DELTA_STAGE1_SQL, SQLITE_DELTA.step_walk_with_row, SQLITE_DELTA.build_delta_channels_writes_history  # noqa: B018
 except (ImportError, AttributeError):  # NOTE: the Team's saver then reads through SqliteSaver's own method
     SQLITE_DELTA = None
+
+DELTA_SNAPSHOT: Any
+try:
+    # NOTE: the named tuple a DeltaChannel snapshot is stored as; the Team's serializer
+    # stores a snapshot of histories as batches (teamgraph/checkpoints/serde.py).
+    from langgraph.checkpoint.serde.types import _DeltaSnapshot as DELTA_SNAPSHOT
+except ImportError:  # NOTE: snapshots are then stored as LangGraph stores them (decoded whole on load)
+    DELTA_SNAPSHOT = None
 
 
 def read_graph_state(config: RunnableConfig, channels: Sequence[str]) -> dict[str, Any]:

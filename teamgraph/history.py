@@ -60,6 +60,12 @@ class EncodedMessages:
     def decoded(self) -> bool:
         return self._messages is not None
 
+    @property
+    def encoded(self) -> bytes | None:
+        """The stored bytes, while the batch is not decoded (a snapshot stores them as they are)."""
+        with _DECODING:
+            return None if self._messages is not None else self._data
+
     def messages(self) -> list[AnyMessage]:
         """The batch's messages (decoded once; the same list afterwards, never changed)."""
         messages = self._messages

@@ -26,7 +26,13 @@ import teamgraph.state
 from teamgraph import ScriptedChatModel, Team
 from teamgraph.checkpoints import open_sqlite_saver
 from teamgraph.checkpoints.saver import TeamSqliteSaver
-from teamgraph.checkpoints.serde import HISTORY_APPEND_TYPE, RECORDS_UPDATE_TYPE, TeamSerializer
+from teamgraph.checkpoints.serde import (
+    CHECKPOINT_TYPE,
+    HISTORY_APPEND_TYPE,
+    HISTORY_SNAPSHOT_TYPE,
+    RECORDS_UPDATE_TYPE,
+    TeamSerializer,
+)
 from teamgraph.history import EncodedMessages, History, HistoryAppend
 from teamgraph.state import RecordsUpdate, merge_records
 from tests.test_think_ahead import two_members as script
@@ -112,16 +118,41 @@ def test_the_serializer_stores_a_history_append_as_batches_and_everything_else_a
     assert serde.dumps_typed(other) == plain.dumps_typed(other)
     assert plain.loads_typed(serde.dumps_typed(dict(write))) == dict(write)
 
-    # A snapshot of a channel holding a History is stored as plain lists.
+    # A History anywhere else (values read from a thread and written back) is stored as a list.
     history = History([encoded(sample(4, "s"))])
-    checkpoint = {"v": 4, "channel_values": {"histories": _DeltaSnapshot({LEADER: history}), "team": {"n": 1}}}
-    stored = plain.loads_typed(serde.dumps_typed(checkpoint))
-    snapshot = stored["channel_values"]["histories"]
-    assert isinstance(snapshot, _DeltaSnapshot) and type(snapshot.value[LEADER]) is list
-    assert snapshot.value[LEADER] == list(history) and stored["channel_values"]["team"] == {"n": 1}
-    # PostgresSaver stores each channel's value on its own: the snapshot alone, too.
-    alone = plain.loads_typed(serde.dumps_typed(_DeltaSnapshot({LEADER: history, R1: []})))
-    assert isinstance(alone, _DeltaSnapshot) and alone.value == {LEADER: list(history), R1: []}
+    assert plain.loads_typed(serde.dumps_typed({"copy": [history]})) == {"copy": [list(history)]}
+
+
+def test_a_snapshot_of_histories_is_stored_as_batches_and_loads_undecoded():
+    serde = TeamSerializer()
+    kept, fresh = encoded(sample(4, "k")), sample(3, "f")
+    value = {LEADER: History([kept, fresh]), R1: sample(2, "r"), U1: []}
+    expected = {LEADER: [*sample(4, "k"), *fresh], R1: sample(2, "r"), U1: []}
+    checkpoint = {
+        "v": 4,
+        "id": "c1",
+        "channel_versions": {"histories": 3, "team": 2},
+        "channel_values": {
+            "histories": _DeltaSnapshot(value),
+            "team": {"n": 1},
+            "messages": _DeltaSnapshot(sample(1, "m")),
+        },
+    }
+    for obj, type_ in ((checkpoint, CHECKPOINT_TYPE), (_DeltaSnapshot(value), HISTORY_SNAPSHOT_TYPE)):
+        stored = serde.dumps_typed(obj)
+        assert stored[0] == type_ and not kept.decoded  # NOTE: an undecoded batch is stored as it is
+        loaded = serde.loads_typed(stored)
+        snapshot = loaded["channel_values"]["histories"] if type_ == CHECKPOINT_TYPE else loaded
+        assert isinstance(snapshot, _DeltaSnapshot) and set(snapshot.value) == {LEADER, R1, U1}
+        assert all(isinstance(h, History) and (not h.decoded or not h) for h in snapshot.value.values())
+        assert {agent: list(h) for agent, h in snapshot.value.items()} == expected
+    assert loaded_checkpoint_rest(serde, checkpoint) == {"team": {"n": 1}, "messages": sample(1, "m")}
+
+
+def loaded_checkpoint_rest(serde: TeamSerializer, checkpoint: dict) -> dict:
+    values = dict(serde.loads_typed(serde.dumps_typed(checkpoint))["channel_values"])
+    del values["histories"]
+    return {k: v.value if isinstance(v, _DeltaSnapshot) else v for k, v in values.items()}
 
 
 def test_records_are_stored_one_by_one_and_only_the_surviving_ones_are_decoded():
@@ -212,6 +243,8 @@ def test_the_team_saver_reads_the_writes_langgraphs_saver_reads_on_every_branch(
             assert first["histories"]["seed"].value is not again["histories"]["seed"].value
         checked += 1
     assert checked >= 10 and (seeded > 0) == bool(cadence)
+    histories = Team(model=ScriptedChatModel({}), home=team_home).compile().get_state(config).values["histories"]
+    assert all(isinstance(h, History) and not h.decoded for h in histories.values())
     assert open_sqlite_saver(team.db_path).get_tuple(config) is not None
 
 

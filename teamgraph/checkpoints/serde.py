@@ -3,8 +3,11 @@
 A write to ``histories`` (a :class:`~teamgraph.history.HistoryAppend`) is stored as
 one encoded batch of messages per agent, under its own type tag; loading it gives a
 :class:`~teamgraph.history.History` per agent that decodes the batch when a message
-of it is first read. Everything else is LangGraph's ``JsonPlusSerializer`` as is
-(its msgpack format, its allowlist).
+of it is first read. A DeltaChannel snapshot of the histories (every
+``HISTORY_SNAPSHOT_FREQUENCY`` updates) is stored as the same batches, so a load that
+starts from a snapshot decodes nothing either. A changed record is stored on its own
+(a :class:`~teamgraph.state.RecordsUpdate`). Everything else is LangGraph's
+``JsonPlusSerializer`` as is (its msgpack format, its allowlist).
 
 NOTE: only a saver built with this serializer can read the histories it wrote (a
 plain ``SqliteSaver`` on the same file raises ``Unknown serialization type``); every
@@ -16,16 +19,25 @@ from __future__ import annotations
 from typing import Any
 
 import ormsgpack
-from langchain_core.messages import AnyMessage
+from langchain_core.messages import AnyMessage, BaseMessage
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
+from teamgraph.compat import DELTA_SNAPSHOT
 from teamgraph.history import EncodedMessages, History, HistoryAppend
 from teamgraph.state import RecordsUpdate
 
-__all__ = ["HISTORY_APPEND_TYPE", "RECORDS_UPDATE_TYPE", "TeamSerializer"]
+__all__ = [
+    "CHECKPOINT_TYPE",
+    "HISTORY_APPEND_TYPE",
+    "HISTORY_SNAPSHOT_TYPE",
+    "RECORDS_UPDATE_TYPE",
+    "TeamSerializer",
+]
 
 HISTORY_APPEND_TYPE = "teamgraph-history-append"
 RECORDS_UPDATE_TYPE = "teamgraph-records-update"
+HISTORY_SNAPSHOT_TYPE = "teamgraph-history-snapshot"  # NOTE: a snapshot alone (PostgresSaver's blobs)
+CHECKPOINT_TYPE = "teamgraph-checkpoint"  # NOTE: a checkpoint holding one (SqliteSaver's checkpoint rows)
 # NOTE: a record is stored on its own only if it is plain data: anything msgpack would turn
 # into something else on the way back (a datetime, a UUID, an enum, a dataclass, a str or
 # dict subclass) raises here, and the write is stored as LangGraph's serializer stores it.
@@ -54,6 +66,13 @@ class TeamSerializer(JsonPlusSerializer):
                 return RECORDS_UPDATE_TYPE, ormsgpack.packb(records)
             except (TypeError, ormsgpack.MsgpackEncodeError):
                 return super().dumps_typed(dict(obj))
+        if _is_history_snapshot(obj):
+            return HISTORY_SNAPSHOT_TYPE, ormsgpack.packb(self._snapshot_batches(obj.value))
+        snapshots = _history_snapshots(obj)
+        if snapshots:
+            rest = {**obj, "channel_values": {k: v for k, v in obj["channel_values"].items() if k not in snapshots}}
+            stored = {channel: self._snapshot_batches(snapshot.value) for channel, snapshot in snapshots.items()}
+            return CHECKPOINT_TYPE, ormsgpack.packb([super().dumps_typed(rest)[1], stored])
         try:
             return super().dumps_typed(obj)
         except TypeError:
@@ -71,7 +90,41 @@ class TeamSerializer(JsonPlusSerializer):
             return {agent: History([batch]) for agent, batch in self.history_batches(payload).items()}
         if type_ == RECORDS_UPDATE_TYPE:
             return {key: ormsgpack.unpackb(record) for key, record in self.encoded_records(payload).items()}
+        if type_ == HISTORY_SNAPSHOT_TYPE:
+            return DELTA_SNAPSHOT(self._histories(ormsgpack.unpackb(payload)))
+        if type_ == CHECKPOINT_TYPE:
+            rest, stored = ormsgpack.unpackb(payload)
+            checkpoint = super().loads_typed(("msgpack", rest))
+            for channel, batches in stored.items():
+                checkpoint["channel_values"][channel] = DELTA_SNAPSHOT(self._histories(batches))
+            return checkpoint
         return super().loads_typed(data)
+
+    def _snapshot_batches(self, histories: dict[str, Any]) -> dict[str, list[list[Any]]]:
+        """Each agent's history as stored batches: undecoded ones as they are, the rest encoded anew."""
+        stored: dict[str, list[list[Any]]] = {}
+        for agent, history in histories.items():
+            batches: list[list[Any]] = []
+            fresh: list[AnyMessage] = []
+            for part in history.parts() if isinstance(history, History) else [list(history)]:
+                data = part.encoded if isinstance(part, EncodedMessages) else None
+                if data is None:
+                    fresh.extend(part.messages() if isinstance(part, EncodedMessages) else part)
+                    continue
+                if fresh:
+                    batches.append([len(fresh), super().dumps_typed(fresh)[1]])
+                    fresh = []
+                batches.append([part.count, data])
+            if fresh:
+                batches.append([len(fresh), super().dumps_typed(fresh)[1]])
+            stored[agent] = batches
+        return stored
+
+    def _histories(self, stored: dict[str, list[list[Any]]]) -> dict[str, History]:
+        return {
+            agent: History([EncodedMessages(int(count), blob, self) for count, blob in batches])
+            for agent, batches in stored.items()
+        }
 
     def encoded_records(self, payload: bytes) -> dict[str, bytes]:
         """A stored ``RecordsUpdate``: each record by id, not decoded (``merge_records`` decodes)."""
@@ -85,6 +138,30 @@ class TeamSerializer(JsonPlusSerializer):
     def decode_messages(self, blob: bytes) -> list[AnyMessage]:
         """A batch of messages as :meth:`dumps_typed` encoded it (with this serializer's allowlist)."""
         return super().loads_typed(("msgpack", blob))
+
+
+def _is_history_snapshot(obj: Any) -> bool:
+    """A DeltaChannel snapshot of histories: agent -> a History or a list of messages."""
+    if DELTA_SNAPSHOT is None or not isinstance(obj, DELTA_SNAPSHOT):
+        return False
+    value = obj.value
+    return (
+        isinstance(value, dict)
+        and bool(value)
+        and all(isinstance(agent, str) for agent in value)
+        and all(
+            isinstance(h, History) or (isinstance(h, list) and all(isinstance(m, BaseMessage) for m in h))
+            for h in value.values()
+        )
+    )
+
+
+def _history_snapshots(obj: Any) -> dict[str, Any]:
+    """The snapshots of histories in a checkpoint's channel values, by channel."""
+    values = obj.get("channel_values") if isinstance(obj, dict) and "channel_versions" in obj else None
+    if not isinstance(values, dict):
+        return {}
+    return {channel: value for channel, value in values.items() if _is_history_snapshot(value)}
 
 
 def _without_histories(obj: Any) -> Any:

@@ -107,6 +107,16 @@ class History(Sequence[AnyMessage]):
         self._parts: tuple[Part, ...] = tuple(p for p in parts if _count(p))
         self._ends: list[int] = list(accumulate(_count(p) for p in self._parts))
 
+    def extended(self, parts: Sequence[Part]) -> History:
+        """This history followed by ``parts``, sharing this one's parts (no pass over them)."""
+        more = History(parts)
+        if not more._parts:
+            return self
+        joined = History()
+        joined._parts = self._parts + more._parts
+        joined._ends = self._ends + [len(self) + end for end in more._ends]
+        return joined
+
     @property
     def decoded(self) -> bool:
         """Whether every message is decoded already (tests and benchmarks read it)."""
@@ -161,6 +171,8 @@ class History(Sequence[AnyMessage]):
             return True
         if not isinstance(other, (History, list, tuple)) or len(other) != len(self):
             return False
+        if isinstance(other, History) and other._parts == self._parts:
+            return True  # NOTE: the same batches (a step's reads against those a call was prepared on)
         return all(a is b or a == b for a, b in zip(self, other, strict=True))
 
     __hash__ = None  # type: ignore[assignment]
@@ -190,11 +202,12 @@ def join_history(
     if not isinstance(old, History) and not any(isinstance(b, (History, EncodedMessages)) for b in batches):
         return [*(old or ()), *(m for batch in batches for m in cast(Sequence[AnyMessage], batch))]
     parts: list[Part] = []
-    for seq in (old or [], *batches):
+    for seq in batches:
         if isinstance(seq, History):
             parts.extend(seq.parts())
         elif isinstance(seq, EncodedMessages):
             parts.append(seq)
         elif seq:
             parts.append(list(seq))
-    return History(parts)
+    # NOTE: a resumed run appends to a History at every step: its parts are shared, not walked.
+    return (old if isinstance(old, History) else History([list(old or ())])).extended(parts)

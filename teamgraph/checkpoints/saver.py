@@ -12,7 +12,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import DeltaChannelHistory, get_checkpoint_id
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from teamgraph.checkpoints.serde import HISTORY_APPEND_TYPE, RECORDS_UPDATE_TYPE, TeamSerializer
+from teamgraph.checkpoints.serde import TeamSerializer
 from teamgraph.compat import SQLITE_DELTA
 
 DB_FILE = "teamgraph.sqlite"
@@ -73,12 +73,21 @@ class _Walk:
 
 
 @dataclass(frozen=True)
+class _Rows:
+    """A channel's stored writes on a chain, oldest first: columns, not a tuple per row."""
+
+    task_ids: list[str]
+    types: list[str]
+    blobs: list[bytes]
+
+
+@dataclass(frozen=True)
 class _Load:
     """What one load read: per channel, its snapshot's stored checkpoint and its chain's write rows."""
 
     key: tuple[Any, ...]
     seed_blobs: dict[str, tuple[str, bytes]]
-    rows: dict[str, list[Any]]
+    rows: dict[str, _Rows]
 
 
 class TeamSqliteSaver(SqliteSaver):
@@ -123,7 +132,7 @@ class TeamSqliteSaver(SqliteSaver):
             self._last = load
         history: dict[str, DeltaChannelHistory] = {}
         for ch in channels:
-            history[ch] = {"writes": [(row[2], ch, self._load_write(row[4], row[5])) for row in load.rows.get(ch, ())]}
+            history[ch] = {"writes": self._replayed(ch, load.rows.get(ch, _Rows([], [], [])))}
         for ch, seed in (seeds if seeds is not None else self._seeds(load)).items():
             history[ch]["seed"] = seed
         return history
@@ -148,34 +157,27 @@ class TeamSqliteSaver(SqliteSaver):
         seed_blobs = {ch: walk.seed_blobs[ch] for ch in walk.seeded}
         return _Load(key=key, seed_blobs=seed_blobs, rows=rows), {ch: walk.seeds[ch] for ch in walk.seeded}
 
-    def _chain_writes(self, cur: sqlite3.Cursor, thread_id: str, ns: str, walk: _Walk) -> dict[str, list[Any]]:
-        """Each channel's write rows on its chain, in the order LangGraph's saver returns them."""
+    def _chain_writes(self, cur: sqlite3.Cursor, thread_id: str, ns: str, walk: _Walk) -> dict[str, _Rows]:
+        """Each channel's writes on its chain, in the order LangGraph's saver returns them."""
         # NOTE: per channel, each chain checkpoint's position, oldest first.
         positions = {ch: {cid: i for i, cid in enumerate(reversed(chain))} for ch, chain in walk.chains.items()}
-        found: dict[str, list[Any]] = {ch: [] for ch, chain in walk.chains.items() if chain}
-        if not found:
-            return found
+        columns: dict[str, tuple[list[Any], ...]] = {ch: ([], [], [], [], [], []) for ch, c in walk.chains.items() if c}
+        if not columns:
+            return {}
         task_path = "task_path" if self._has_task_path else "''"
-        sql = _WRITES_SQL.format(task_path=task_path, channels=",".join("?" * len(found)))
-        for row in cur.execute(sql, (thread_id, ns, *found)):
-            if row[0] in positions[row[1]]:
-                found[row[1]].append(row)
-        for ch, rows in found.items():
-            # NOTE: oldest checkpoint first; in a checkpoint, the order LangGraph applied them
-            # (`writes_sort_key`: task path, task id, index).
-            at = positions[ch]
-            rows.sort(key=lambda row: (at[row[0]], row[6], row[2], row[3]))
-        return found
+        sql = _WRITES_SQL.format(task_path=task_path, channels=",".join("?" * len(columns)))
+        for cid, ch, task_id, idx, type_tag, value, path in cur.execute(sql, (thread_id, ns, *columns)):
+            at = positions[ch].get(cid)
+            if at is not None:
+                for column, item in zip(columns[ch], (at, path, task_id, idx, type_tag, value), strict=True):
+                    column.append(item)
+        return {ch: _in_order(*cols) for ch, cols in columns.items()}
 
-    def _load_write(self, type_tag: str, blob: bytes) -> Any:
-        # NOTE: a replayed write is folded at once: a histories write needs no History per
-        # batch, and a records write's records are decoded only if they survive the fold.
+    def _replayed(self, channel: str, rows: _Rows) -> list[Any]:
         if isinstance(self.serde, TeamSerializer):
-            if type_tag == HISTORY_APPEND_TYPE:
-                return self.serde.history_batches(blob)
-            if type_tag == RECORDS_UPDATE_TYPE:
-                return self.serde.encoded_records(blob)
-        return self.serde.loads_typed((type_tag, blob))
+            return self.serde.replayed(channel, rows.task_ids, rows.types, rows.blobs)
+        stored = zip(rows.task_ids, rows.types, rows.blobs, strict=True)
+        return [(task_id, channel, self.serde.loads_typed((tag, blob))) for task_id, tag, blob in stored]
 
     def put(self, *args: Any, **kwargs: Any) -> RunnableConfig:
         self._last = None  # NOTE: the kept rows are let go once the thread moves on
@@ -184,6 +186,23 @@ class TeamSqliteSaver(SqliteSaver):
     def delete_thread(self, thread_id: str) -> None:
         self._last = None
         super().delete_thread(thread_id)
+
+
+def _in_order(
+    at: list[int], paths: list[str], task_ids: list[str], idxs: list[int], types: list[str], blobs: list[bytes]
+) -> _Rows:
+    """The rows oldest checkpoint first; in a checkpoint, the order LangGraph applied them
+    (``writes_sort_key``: task path, task id, index)."""
+
+    def key(i: int) -> tuple[int, str, str, int]:
+        return at[i], paths[i], task_ids[i], idxs[i]
+
+    # NOTE: the scan's order (by checkpoint id, task id, index) nearly always is that order
+    # already: no key per row is kept then (fewer objects for the garbage collector).
+    if all(key(i) <= key(i + 1) for i in range(len(at) - 1)):
+        return _Rows(task_ids, types, blobs)
+    order = sorted(range(len(at)), key=key)
+    return _Rows([task_ids[i] for i in order], [types[i] for i in order], [blobs[i] for i in order])
 
 
 def open_sqlite_saver(path: str | Path) -> SqliteSaver:

@@ -126,6 +126,41 @@ class TeamSerializer(JsonPlusSerializer):
             for agent, batches in stored.items()
         }
 
+    def replayed(self, channel: str, task_ids: list[str], types: list[str], blobs: list[bytes]) -> list[Any]:
+        """A channel's stored writes as ``(task_id, channel, value)``, for a DeltaChannel to replay.
+
+        NOTE: a run of histories writes is handed over as one write of every agent's batches
+        (appends concatenate), and a run of records writes as one write of the last record of
+        each id, still encoded (upserts: ``merge_records`` decodes the ones that stay). The
+        channels' reducers fold those as they fold the writes one by one; a load then makes
+        one object per batch or record, not a write, a dict and a History per superstep.
+        """
+        out: list[Any] = []
+        i, n = 0, len(types)
+        while i < n:
+            kind, j = types[i], i + 1
+            if kind == HISTORY_APPEND_TYPE:
+                batches: dict[str, list[EncodedMessages]] = {}
+                for k in range(i, n):
+                    if types[k] != kind:
+                        break
+                    for agent, batch in self.history_batches(blobs[k]).items():
+                        batches.setdefault(agent, []).append(batch)
+                    j = k + 1
+                out.append((task_ids[j - 1], channel, {agent: History(b) for agent, b in batches.items()}))
+            elif kind == RECORDS_UPDATE_TYPE:
+                records: dict[str, bytes] = {}
+                for k in range(i, n):
+                    if types[k] != kind:
+                        break
+                    records.update(self.encoded_records(blobs[k]))
+                    j = k + 1
+                out.append((task_ids[j - 1], channel, records))
+            else:
+                out.append((task_ids[i], channel, self.loads_typed((kind, blobs[i]))))
+            i = j
+        return out
+
     def encoded_records(self, payload: bytes) -> dict[str, bytes]:
         """A stored ``RecordsUpdate``: each record by id, not decoded (``merge_records`` decodes)."""
         return dict(ormsgpack.unpackb(payload))

@@ -501,10 +501,12 @@ def storage_breakdown(conn: sqlite3.Connection, sample: int = 300) -> dict[str, 
     Checkpoint blobs are decoded for every snapshot (a blob > 3x the median) and a
     uniform sample of the others (extrapolated), re-serializing each channel value.
     """
-    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
     from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
-    serde = JsonPlusSerializer()
+    from teamgraph.checkpoints import TeamSerializer
+
+    # NOTE: the Team's serializer reads what the Team's saver wrote (and LangGraph's msgpack).
+    serde = TeamSerializer()
     rows = conn.execute("SELECT rowid, length(checkpoint), length(metadata) FROM checkpoints").fetchall()
     if not rows:
         return {}

@@ -147,3 +147,33 @@ def test_an_index_retired_between_its_lookup_and_its_lock_is_opened_again(
     monkeypatch.setattr(audit_log, "_open_index", interleaved)
     assert append_events(f1, "p", "t", NOW, _lines(1))
     assert once
+
+
+def test_a_run_opens_its_log_index_as_it_starts_and_writes_lines_only_from_its_passes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # NOTE: the index of a fresh home is opened on the writer thread as the run starts (while
+    # LangGraph writes its first checkpoints), before the first pass asks for its lines.
+    order: list[str] = []
+    open_log, append = audit_log.open_log, audit_log.append_events
+
+    def opening(folder: Path) -> list[str]:
+        order.append("open")
+        return open_log(folder)
+
+    def appending(*args, **kwargs) -> list[str]:
+        order.append("lines")
+        return append(*args, **kwargs)
+
+    monkeypatch.setattr(audit_log, "open_log", opening)
+    monkeypatch.setattr(audit_log, "append_events", appending)
+    team = Team(model=ScriptedChatModel({LEADER: ["Hello."]}), home=tmp_path)
+    team.compile().invoke({"messages": [("user", "hi")]}, CONFIG)
+    assert order[0] == "open" and order.count("open") == 1 and "lines" in order
+    folder = audit_log.log_folder(team.runtime, CONFIG)
+    assert folder is not None and (folder / audit_log.INDEX_FILE).exists()
+    assert [e.kind for e in audit_log.read_log(team, CONFIG)][:1] == ["task"]  # NOTE: the lines are the passes'
+
+    opened = tmp_path / "other" / "logs"
+    audit_log.open_log(opened)  # NOTE: opening alone writes no line
+    assert (opened / audit_log.INDEX_FILE).exists() and not [p for p in opened.iterdir() if p.suffix == ".log"]

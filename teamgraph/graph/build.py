@@ -11,6 +11,7 @@ from typing import Any
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
+from teamgraph.audit.writer import open_log_soon
 from teamgraph.compat import CONFIG_KEY_DURABILITY
 from teamgraph.graph.guarded import guarded
 from teamgraph.graph.router import make_router
@@ -72,7 +73,12 @@ def build_team_graph(runtime: TeamRuntime, *, checkpointer: Any = None) -> Compi
     # NOTE: one run per thread (a lease in the home) wherever the team keeps its own checkpoints.
     lease_home = runtime.home if checkpointer is not None else None
     compiled = builder.compile(checkpointer=checkpointer, name="teamgraph")
-    graph = guarded(compiled, lease_home=lease_home, on_end=lambda thread: runtime.steps.close_ahead(thread))
+    graph = guarded(
+        compiled,
+        lease_home=lease_home,
+        on_end=lambda thread: runtime.steps.close_ahead(thread),
+        on_start=lambda config: open_log_soon(runtime, config),
+    )
     config: dict[str, Any] = {
         "recursion_limit": RECURSION_LIMIT,
     }

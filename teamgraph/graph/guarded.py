@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
@@ -59,28 +60,44 @@ class TeamGraph(CompiledStateGraph):
         lease_home: Where the leases live (None: no lease).
         on_end: Called with the thread id when a run of the thread ends, however it ends
             (its calls thought ahead and not used are settled: ``StepPool.close_ahead``).
+        on_start: Called with the run's config (its ``configurable`` merged) as a run starts,
+            before its first checkpoint (the log's index opens meanwhile: ``open_log_soon``).
     """
 
     def __init__(
-        self, *, lease_home: Path | None = None, on_end: Callable[[str], None] | None = None, **kwargs: Any
+        self,
+        *,
+        lease_home: Path | None = None,
+        on_end: Callable[[str], None] | None = None,
+        on_start: Callable[[RunnableConfig], None] | None = None,
+        **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.lease_home = lease_home
         self.on_end = on_end
+        self.on_start = on_start
+
+    def _configurable(self, config: Any) -> dict[str, Any]:
+        return {**(self.config or {}).get("configurable", {}), **((config or {}).get("configurable") or {})}
 
     def _thread(self, config: Any) -> str | None:
-        configurable = {**(self.config or {}).get("configurable", {}), **((config or {}).get("configurable") or {})}
-        thread = configurable.get("thread_id")
+        thread = self._configurable(config).get("thread_id")
         return None if thread is None else str(thread)
+
+    def _started(self, config: Any) -> None:
+        if self.on_start is not None:
+            self.on_start(RunnableConfig(configurable=self._configurable(config)))
 
     def stream(self, input: Any, config: Any = None, **kwargs: Any) -> Iterator[Any]:  # noqa: A002
         check_resume(input)
         thread = self._thread(config)
         try:
             if self.lease_home is None or thread is None:
+                self._started(config)
                 yield from super().stream(input, config, **kwargs)
                 return
             with hold_thread(self.lease_home, thread):
+                self._started(config)
                 yield from super().stream(input, config, **kwargs)
         finally:
             self._ended(thread)
@@ -90,10 +107,12 @@ class TeamGraph(CompiledStateGraph):
         thread = self._thread(config)
         try:
             if self.lease_home is None or thread is None:
+                self._started(config)
                 async for chunk in super().astream(input, config, **kwargs):
                     yield chunk
                 return
             with hold_thread(self.lease_home, thread):
+                self._started(config)
                 async for chunk in super().astream(input, config, **kwargs):
                     yield chunk
         finally:
@@ -105,8 +124,12 @@ class TeamGraph(CompiledStateGraph):
 
 
 def guarded(
-    graph: CompiledStateGraph, *, lease_home: Path | None, on_end: Callable[[str], None] | None = None
+    graph: CompiledStateGraph,
+    *,
+    lease_home: Path | None,
+    on_end: Callable[[str], None] | None = None,
+    on_start: Callable[[RunnableConfig], None] | None = None,
 ) -> TeamGraph:
-    """The same compiled graph as a ``TeamGraph`` (leases in ``lease_home``; None: no lease; ``on_end``)."""
+    """The same compiled graph as a ``TeamGraph`` (leases in ``lease_home``; None: no lease; the hooks)."""
     attrs = {k: v for k, v in graph.__dict__.items() if k != "__orig_class__"}
-    return TeamGraph(lease_home=lease_home, on_end=on_end, **attrs)
+    return TeamGraph(lease_home=lease_home, on_end=on_end, on_start=on_start, **attrs)

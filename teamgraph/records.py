@@ -64,7 +64,7 @@ class Wait(TypedDict):
     seq: int
     """Team-wide order of opening (for deadlock breaking)."""
     tick: int
-    """The scheduling tick it was opened in: waits of one tick are concurrent."""
+    """The tick of the pass that issued the step which opened it: waits of one tick are concurrent."""
     group: NotRequired[list[str]]
     """``call_agents``: the requests that answer the call together."""
     targets: NotRequired[list[str]]

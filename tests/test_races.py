@@ -10,6 +10,7 @@ so every variant must end like the idle one.
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass
 
 import pytest
@@ -198,3 +199,24 @@ def test_the_outcome_of_a_call_does_not_depend_on_what_the_callee_did_meanwhile(
     results, requests, _, _ = busy
     assert len(results) == 1, results  # answered exactly once
     assert all(status != "pending" for _, status, _ in requests)
+
+
+@pytest.mark.parametrize("protocol", [p for p in PROTOCOLS if p.name == "ask_sub_agent"], ids=lambda p: p.name)
+def test_a_wait_is_as_old_as_the_pass_that_issued_its_step_however_late_it_lands(make_team, race_roles, protocol):
+    """The leader's call and the member's question are made by steps one pass issued: neither
+    knew of the other. The leader's step lands passes later (a slow model); the deadlock
+    they make is still broken as when both land together (the member is told to answer
+    first), not by which completion the router happened to take first."""
+    idle = _outcome(_play(make_team, race_roles, protocol, "idle", caller_first=True), protocol)
+    leader = _leader(protocol, caller_first=False, other_task=True)[0]
+
+    def slow_leader(messages):
+        if sum(isinstance(m, AIMessage) for m in messages) == 1:
+            time.sleep(0.3)  # NOTE: the member's question lands first, passes before the leader's call
+        return leader(messages)
+
+    script = {LEADER: [slow_leader] * 16, CALLER: _caller(protocol), OTHER: _other(SIDES["opens_a_request"])}
+    run = make_team(script, roles_dir=race_roles, policy=Policy(max_parallel=4, scheduling="completions"))
+    run.send("Go")
+    assert_team_invariants(run.values)
+    assert _outcome(run, protocol) == idle

@@ -32,12 +32,16 @@ def why_gone(record: AgentRecord) -> str | None:
 
 def open_wait(ledger: Ledger, name: str, call_id: str, *, tool: str, on: str, request: str | None) -> Wait:
     """Record that ``name``'s call ``call_id`` waits for ``on`` (an agent or a person)."""
+    # NOTE: the tick of the pass that issued the step opening the wait, not of the pass that
+    # applies it: steps issued together read the same state and know nothing of each other's
+    # waits, however their completions land (under "completions" one may land passes later).
+    issued = ledger.agents[name].get("last_tick", -1)
     wait: Wait = {
         "tool": tool,
         "on": on,
         "request": request,
         "seq": ledger.next_id("wait"),
-        "tick": ledger.team.get("tick", 0),
+        "tick": issued if issued >= 0 else ledger.team.get("tick", 0),
     }
     ledger.agents[name]["waits"][call_id] = wait
     return wait

@@ -21,7 +21,16 @@ from typing import Any, Protocol, cast, overload
 
 from langchain_core.messages import AnyMessage
 
-__all__ = ["EncodedMessages", "History", "HistoryAppend", "join_history"]
+__all__ = ["EncodedMessages", "Histories", "History", "HistoryAppend", "join_history"]
+
+
+class Histories(dict[str, Sequence[AnyMessage]]):
+    """The ``histories`` channel's value: each agent's history, by display name.
+
+    NOTE: a plain dict to every checkpointer. The Team's serializer stores a DeltaChannel
+    snapshot of one as batches; it tells the team's histories by this type, never by
+    their shape (a user's channel of message lists stays lists).
+    """
 
 
 class HistoryAppend(dict[str, list[AnyMessage]]):

@@ -16,7 +16,7 @@ from langgraph.channels import DeltaChannel, Topic
 from langgraph.graph.message import Messages, add_messages
 from typing_extensions import TypedDict
 
-from teamgraph.history import join_history
+from teamgraph.history import Histories, join_history
 from teamgraph.records import AgentRecord, Delivery, Request, TeamBook
 
 # NOTE: DeltaChannel writes a full snapshot every `snapshot_frequency` updates;
@@ -28,7 +28,7 @@ HISTORY_SNAPSHOT_FREQUENCY = 3000
 def append_histories(
     current: Mapping[str, Sequence[AnyMessage]] | None,
     writes: Sequence[Mapping[str, Sequence[AnyMessage]]],
-) -> dict[str, Sequence[AnyMessage]]:
+) -> Histories:
     """Append each write's messages to the named agents' histories.
 
     Batching-invariant (as DeltaChannel requires): folding writes one batch at a
@@ -37,7 +37,7 @@ def append_histories(
     loaded stays a :class:`~teamgraph.history.History` whose stored batches are decoded
     only when read (``teamgraph/history.py``).
     """
-    merged = dict(current or {})
+    merged = Histories(current or {})
     batches: dict[str, list[Sequence[AnyMessage]]] = {}
     for write in writes:
         for agent, messages in write.items():
@@ -73,9 +73,25 @@ class RecordsUpdate(dict[str, Any]):
 
     NOTE: a plain dict to every checkpointer. The Team's serializer stores each record
     encoded on its own, and the Team's SQLite saver hands a replayed write's records over
-    still encoded (``bytes``): ``merge_records`` decodes only the records that survive
-    the fold (a 5 000-message thread replays 2 499 registry writes for its 3 agents).
+    still encoded (an :class:`EncodedRecord`): ``merge_records`` decodes only the records
+    that survive the fold (a 5 000-message thread replays 2 499 registry writes for its 3
+    agents).
     """
+
+
+class EncodedRecord:
+    """A record as the Team's saver stored it, not decoded yet (``merge_records`` decodes it)."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def decode(self) -> dict[str, Any]:
+        record = ormsgpack.unpackb(self.data)
+        if not isinstance(record, dict):
+            raise ValueError(f"a stored record should be a dict: {record!r:.80}")
+        return record
 
 
 def merge_records(
@@ -84,16 +100,16 @@ def merge_records(
 ) -> dict[str, dict[str, Any]]:
     """Upsert records by id: a later write of an id replaces the earlier record.
 
-    A record still encoded (``bytes``, see :class:`RecordsUpdate`) is decoded once it
-    is the one that stays.
+    A record still encoded (an :class:`EncodedRecord`, see :class:`RecordsUpdate`) is
+    decoded once it is the one that stays.
     """
     merged = dict(current or {})
     for write in writes:
         merged.update(write)
-    for key in {key for write in writes for key, record in write.items() if isinstance(record, bytes)}:
+    for key in {key for write in writes for key, record in write.items() if isinstance(record, EncodedRecord)}:
         record = merged[key]
-        if isinstance(record, bytes):
-            merged[key] = ormsgpack.unpackb(record)
+        if isinstance(record, EncodedRecord):
+            merged[key] = record.decode()
     return merged
 
 

@@ -15,7 +15,6 @@ import sqlite3
 import uuid
 from datetime import UTC, datetime
 
-import ormsgpack
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
@@ -33,8 +32,8 @@ from teamgraph.checkpoints.serde import (
     RECORDS_UPDATE_TYPE,
     TeamSerializer,
 )
-from teamgraph.history import EncodedMessages, History, HistoryAppend, join_history
-from teamgraph.state import RecordsUpdate, append_conversation, append_histories, merge_records
+from teamgraph.history import EncodedMessages, Histories, History, HistoryAppend, join_history
+from teamgraph.state import EncodedRecord, RecordsUpdate, append_conversation, append_histories, merge_records
 from tests.test_think_ahead import two_members as script
 
 LEADER = "Team Leader"
@@ -130,7 +129,7 @@ def test_the_serializer_stores_a_history_append_as_batches_and_everything_else_a
 def test_a_snapshot_of_histories_is_stored_as_batches_and_loads_undecoded():
     serde = TeamSerializer()
     kept, fresh = encoded(sample(4, "k")), sample(3, "f")
-    value = {LEADER: History([kept, fresh]), R1: sample(2, "r"), U1: []}
+    value = Histories({LEADER: History([kept, fresh]), R1: sample(2, "r"), U1: []})
     expected = {LEADER: [*sample(4, "k"), *fresh], R1: sample(2, "r"), U1: []}
     checkpoint = {
         "v": 4,
@@ -169,7 +168,7 @@ def test_records_are_stored_one_by_one_and_only_the_surviving_ones_are_decoded()
 
     # As the Team's saver replays them: encoded records, decoded by the reducer if they stay.
     replayed = [serde.encoded_records(data) for _, data in stored]
-    assert all(isinstance(r, bytes) for w in replayed for r in w.values())
+    assert all(isinstance(r, EncodedRecord) for w in replayed for r in w.values())
     folded = merge_records({}, replayed)
     assert folded == {"ask_1": dict(second)["ask_1"], "ask_2": {"id": "ask_2"}}
     assert merge_records(folded, [{"ask_2": {"id": "ask_2", "status": "closed"}}])["ask_2"]["status"] == "closed"
@@ -274,8 +273,8 @@ def _plain(value):
         return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, EncodedMessages):
         return value.messages()
-    if isinstance(value, bytes):  # NOTE: a record the Team's saver hands over encoded
-        return ormsgpack.unpackb(value)
+    if isinstance(value, EncodedRecord):  # NOTE: a record the Team's saver hands over encoded
+        return value.decode()
     return list(value) if isinstance(value, History) else value
 
 

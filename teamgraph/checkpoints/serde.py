@@ -16,15 +16,16 @@ saver ``teamgraph.checkpoints`` opens uses it.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import ormsgpack
-from langchain_core.messages import AnyMessage, BaseMessage
+from langchain_core.messages import AnyMessage
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from teamgraph.compat import DELTA_SNAPSHOT
-from teamgraph.history import EncodedMessages, History, HistoryAppend
-from teamgraph.state import RecordsUpdate
+from teamgraph.history import EncodedMessages, Histories, History, HistoryAppend
+from teamgraph.state import EncodedRecord, RecordsUpdate
 
 __all__ = [
     "CHECKPOINT_TYPE",
@@ -89,7 +90,7 @@ class TeamSerializer(JsonPlusSerializer):
         if type_ == HISTORY_APPEND_TYPE:
             return {agent: History([batch]) for agent, batch in self.history_batches(payload).items()}
         if type_ == RECORDS_UPDATE_TYPE:
-            return {key: ormsgpack.unpackb(record) for key, record in self.encoded_records(payload).items()}
+            return {key: record.decode() for key, record in self.encoded_records(payload).items()}
         if type_ == HISTORY_SNAPSHOT_TYPE:
             return DELTA_SNAPSHOT(self._histories(ormsgpack.unpackb(payload)))
         if type_ == CHECKPOINT_TYPE:
@@ -120,11 +121,13 @@ class TeamSerializer(JsonPlusSerializer):
             stored[agent] = batches
         return stored
 
-    def _histories(self, stored: dict[str, list[list[Any]]]) -> dict[str, History]:
-        return {
-            agent: History([EncodedMessages(int(count), blob, self) for count, blob in batches])
-            for agent, batches in stored.items()
-        }
+    def _histories(self, stored: dict[str, list[list[Any]]]) -> Histories:
+        return Histories(
+            {
+                agent: History([EncodedMessages(int(count), blob, self) for count, blob in batches])
+                for agent, batches in stored.items()
+            }
+        )
 
     def replayed(self, channel: str, task_ids: list[str], types: list[str], blobs: list[bytes]) -> list[Any]:
         """A channel's stored writes as ``(task_id, channel, value)``, for a DeltaChannel to replay.
@@ -149,7 +152,7 @@ class TeamSerializer(JsonPlusSerializer):
                     j = k + 1
                 out.append((task_ids[j - 1], channel, {agent: History(b) for agent, b in batches.items()}))
             elif kind == RECORDS_UPDATE_TYPE:
-                records: dict[str, bytes] = {}
+                records: dict[str, EncodedRecord] = {}
                 for k in range(i, n):
                     if types[k] != kind:
                         break
@@ -161,9 +164,9 @@ class TeamSerializer(JsonPlusSerializer):
             i = j
         return out
 
-    def encoded_records(self, payload: bytes) -> dict[str, bytes]:
+    def encoded_records(self, payload: bytes) -> dict[str, EncodedRecord]:
         """A stored ``RecordsUpdate``: each record by id, not decoded (``merge_records`` decodes)."""
-        return dict(ormsgpack.unpackb(payload))
+        return {key: EncodedRecord(data) for key, data in ormsgpack.unpackb(payload).items()}
 
     def history_batches(self, payload: bytes) -> dict[str, EncodedMessages]:
         """A stored ``HistoryAppend``: per agent, its batch of messages, not decoded."""
@@ -176,19 +179,8 @@ class TeamSerializer(JsonPlusSerializer):
 
 
 def _is_history_snapshot(obj: Any) -> bool:
-    """A DeltaChannel snapshot of histories: agent -> a History or a list of messages."""
-    if DELTA_SNAPSHOT is None or not isinstance(obj, DELTA_SNAPSHOT):
-        return False
-    value = obj.value
-    return (
-        isinstance(value, dict)
-        and bool(value)
-        and all(isinstance(agent, str) for agent in value)
-        and all(
-            isinstance(h, History) or (isinstance(h, list) and all(isinstance(m, BaseMessage) for m in h))
-            for h in value.values()
-        )
-    )
+    """A DeltaChannel snapshot of the team's histories (a :class:`Histories`, told by its type)."""
+    return DELTA_SNAPSHOT is not None and isinstance(obj, DELTA_SNAPSHOT) and isinstance(obj.value, Histories)
 
 
 def _history_snapshots(obj: Any) -> dict[str, Any]:
@@ -200,9 +192,8 @@ def _history_snapshots(obj: Any) -> dict[str, Any]:
 
 
 def _without_histories(obj: Any) -> Any:
-    """``obj`` with each History in it (in dicts, lists, tuples, named tuples) as a plain list.
-
-    Returns ``obj`` itself when it holds none.
+    """``obj`` with each History in it (in dicts, lists, tuples, named tuples, dataclasses such
+    as LangGraph's ``Overwrite``) as a plain list. Returns ``obj`` itself when it holds none.
     """
     if isinstance(obj, History):
         return list(obj)
@@ -216,4 +207,11 @@ def _without_histories(obj: Any) -> Any:
         if isinstance(obj, list):
             return values
         return obj._make(values) if hasattr(obj, "_make") else tuple(values)
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        changed = {
+            f.name: new
+            for f in dataclasses.fields(obj)
+            if (new := _without_histories(old := getattr(obj, f.name))) is not old
+        }
+        return dataclasses.replace(obj, **changed) if changed else obj
     return obj

@@ -231,7 +231,10 @@ def test_the_team_saver_reads_the_writes_langgraphs_saver_reads_on_every_branch(
         first = saver.get_delta_channel_history(config=snapshot.config, channels=channels)
         statements.clear()
         again = saver.get_delta_channel_history(config=snapshot.config, channels=channels)
-        assert statements == []  # NOTE: the same checkpoint again: the kept rows, not the file
+        # NOTE: the same checkpoint again: the kept rows, no walk and no scan (a snapshot's
+        # checkpoint is read again by its id: its bytes are not kept)
+        assert not [q for q in statements if "FROM writes" in q or "WITH RECURSIVE" in q], statements
+        assert len(statements) <= len({ch for ch in channels if "seed" in theirs[ch]})
         for ours in (first, again):
             assert set(ours) == set(theirs)
             for channel in channels:

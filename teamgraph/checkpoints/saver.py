@@ -30,6 +30,9 @@ def connect(path: str | Path) -> sqlite3.Connection:
     return conn
 
 
+_CHECKPOINT_SQL = (
+    "SELECT type, checkpoint FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
+)
 _WRITES_SQL = (
     "SELECT checkpoint_id, channel, task_id, idx, type, value, {task_path} FROM writes "
     "WHERE thread_id = ? AND checkpoint_ns = ? AND channel IN ({channels})"
@@ -44,8 +47,8 @@ class _Walk:
         self.chains: dict[str, list[str]] = {ch: [] for ch in channels}
         self.seeds: dict[str, Any] = {}
         self.seeded: set[str] = set()
-        # NOTE: the stored checkpoint each snapshot came from, to decode it afresh for a reader.
-        self.seed_blobs: dict[str, tuple[str, bytes]] = {}
+        # NOTE: the checkpoint each snapshot came from, to read and decode it afresh for a reader.
+        self.seed_ids: dict[str, str] = {}
         self._state: dict[str, Any] = {}
 
     @staticmethod
@@ -68,7 +71,7 @@ class _Walk:
             channels=self.channels,
         )
         if len(self.seeded) != before:
-            self.seed_blobs.update({ch: (type_tag, blob) for ch in self.seeded if ch not in self.seed_blobs})
+            self.seed_ids.update({ch: cid for ch in self.seeded if ch not in self.seed_ids})
         return bool(done)
 
 
@@ -86,7 +89,7 @@ class _Load:
     """What one load read: per channel, its snapshot's stored checkpoint and its chain's write rows."""
 
     key: tuple[Any, ...]
-    seed_blobs: dict[str, tuple[str, bytes]]
+    seed_ids: dict[str, str]
     rows: dict[str, _Rows]
 
 
@@ -102,7 +105,7 @@ class TeamSqliteSaver(SqliteSaver):
     messages a load allocates tens of thousands of objects fewer, and the garbage
     collector's full passes (80-100 ms each here) come less often.
 
-    The rows of the last load are kept until the next checkpoint is written: a
+    The write rows of the last load are kept until the next checkpoint is written: a
     checkpoint's ancestors and their writes never change, so reading the same
     checkpoint again (``get_state`` and then the run, ``team.history`` for each agent)
     decodes the kept rows afresh without reading the file. Only stored bytes are kept,
@@ -138,12 +141,19 @@ class TeamSqliteSaver(SqliteSaver):
         return history
 
     def _seeds(self, load: _Load) -> dict[str, Any]:
-        """Each snapshot a kept load found, decoded afresh from its stored checkpoint."""
-        decoded: dict[tuple[str, bytes], Any] = {}
-        for blob in load.seed_blobs.values():
-            if blob not in decoded:
-                decoded[blob] = self.serde.loads_typed(blob)["channel_values"]
-        return {ch: decoded[blob][ch] for ch, blob in load.seed_blobs.items()}
+        """Each snapshot a kept load found, read again and decoded afresh.
+
+        NOTE: only the checkpoint ids are kept: a snapshot holds every history (10 MB at
+        7 000 messages), and a process that only reads would hold it until it exits.
+        """
+        thread_id, checkpoint_ns = load.key[0], load.key[1]
+        decoded: dict[str, Any] = {}
+        with self.cursor(transaction=False) as cur:
+            for cid in set(load.seed_ids.values()):
+                cur.execute(_CHECKPOINT_SQL, (thread_id, checkpoint_ns, cid))
+                type_tag, blob = cur.fetchone()
+                decoded[cid] = self.serde.loads_typed((type_tag, blob))["channel_values"]
+        return {ch: decoded[cid][ch] for ch, cid in load.seed_ids.items()}
 
     def _read(self, key: tuple[Any, ...]) -> tuple[_Load, dict[str, Any]]:
         thread_id, checkpoint_ns, checkpoint_id, channels = key
@@ -154,8 +164,8 @@ class TeamSqliteSaver(SqliteSaver):
                 if walk.step(cid, type_tag, blob, target_id=checkpoint_id, serde=self.serde):
                     break
             rows = self._chain_writes(cur, thread_id, checkpoint_ns, walk)
-        seed_blobs = {ch: walk.seed_blobs[ch] for ch in walk.seeded}
-        return _Load(key=key, seed_blobs=seed_blobs, rows=rows), {ch: walk.seeds[ch] for ch in walk.seeded}
+        seed_ids = {ch: walk.seed_ids[ch] for ch in walk.seeded}
+        return _Load(key=key, seed_ids=seed_ids, rows=rows), {ch: walk.seeds[ch] for ch in walk.seeded}
 
     def _chain_writes(self, cur: sqlite3.Cursor, thread_id: str, ns: str, walk: _Walk) -> dict[str, _Rows]:
         """Each channel's writes on its chain, in the order LangGraph's saver returns them."""

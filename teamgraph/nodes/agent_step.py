@@ -161,8 +161,7 @@ def system_prompt(runtime: TeamRuntime, role: Role, name: str, team: Mapping[str
     """The agent's system prompt for this step (rules, role, live roster)."""
     agents, shared = team.get("agents", {}), team.get("team", {})
     if name == LEADER:
-        # NOTE: the team book's index of pending requests (the ledger keeps it): scanning every
-        # request the thread ever opened made each leader step grow with the run.
+        # NOTE: the team book's index of open requests: scanning them all made leader steps grow with the run.
         requests = team.get("requests", {})
         pending = [r for rid in shared.get("open", requests) if is_pending(r := requests.get(rid))]
         return leader_prompt(role, roles=runtime.roles, agents=agents, pending=pending, team=shared)

@@ -288,3 +288,19 @@ def test_a_plain_langgraph_saver_cannot_read_the_batches_and_says_so(team_home):
     plain = SqliteSaver(sqlite3.connect(team.db_path, check_same_thread=False))
     with pytest.raises(NotImplementedError, match=HISTORY_APPEND_TYPE):
         plain.get_delta_channel_history(config=config, channels=["histories"])
+
+
+def test_a_compacted_loaded_history_decodes_only_what_its_newest_summary_keeps():
+    from teamgraph.models.calls import COMPACTION_KEY
+    from teamgraph.nodes.model_view import ContextBudget, approximate_counter, view_and_tokens
+
+    old, kept = sample(9, "old"), sample(3, "kept")
+    record = {"number": 1, "keep_from": 9, "ai_turns": 3, "compacted": 9, "tokens_before": 900, "reason": "threshold"}
+    marker = AIMessage("Summary of the old work.", id="compaction-1-9", additional_kwargs={COMPACTION_KEY: record})
+    parts = [encoded(old[:1]), encoded(old[1:]), encoded([*kept, marker]), encoded(sample(2, "new"))]
+    history = History(parts)
+    budget = ContextBudget(window=100_000, threshold=0.8, counter=approximate_counter)
+    messages, tokens = view_and_tokens([SystemMessage("rules")], history, budget=budget)
+    # NOTE: the first message keys the agent's kept view; the rest before the cut is never read
+    assert not parts[1].decoded
+    assert [m.id for m in messages[2:]] == [m.id for m in [*kept, *sample(2, "new")]] and tokens > 0

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import weakref
-from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict, cast
@@ -183,18 +182,16 @@ def summary_message(marker: AIMessage) -> HumanMessage:
 
 def _tail(history: Sequence[BaseMessage]) -> tuple[AIMessage | None, list[tuple[int, BaseMessage]]]:
     """The newest marker and the (history index, message) pairs the model sees verbatim."""
-    # NOTE: one pass over the history (this runs at every model call of the agent).
-    verbatim: list[tuple[int, BaseMessage]] = []
+    # NOTE: the newest marker is looked for from the end, and only what it keeps is read:
+    # a history the Team's saver loaded decodes only the batches after the cut.
     marker: AIMessage | None = None
-    for i, message in enumerate(history):
+    for message in reversed(history):
         if isinstance(message, AIMessage) and compaction_of(message) is not None:
             marker = message
-        else:
-            verbatim.append((i, message))
+            break
     record = compaction_of(marker) if marker is not None else None
-    if record is None:
-        return marker, verbatim
-    return marker, verbatim[bisect_left(verbatim, record["keep_from"], key=lambda pair: pair[0]) :]
+    start = record["keep_from"] if record is not None else 0
+    return marker, [(i, m) for i, m in enumerate(history[start:], start) if not _is_marker(m)]
 
 
 def truncate_tool_result(message: ToolMessage, *, budget: ContextBudget, call: Mapping[str, Any] | None) -> ToolMessage:

@@ -17,6 +17,7 @@ saver ``teamgraph.checkpoints`` opens uses it.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 from typing import Any
 
 import ormsgpack
@@ -139,29 +140,20 @@ class TeamSerializer(JsonPlusSerializer):
         one object per batch or record, not a write, a dict and a History per superstep.
         """
         out: list[Any] = []
-        i, n = 0, len(types)
-        while i < n:
-            kind, j = types[i], i + 1
+        for kind, start, end in _runs(types):
             if kind == HISTORY_APPEND_TYPE:
                 batches: dict[str, list[EncodedMessages]] = {}
-                for k in range(i, n):
-                    if types[k] != kind:
-                        break
+                for k in range(start, end):
                     for agent, batch in self.history_batches(blobs[k]).items():
                         batches.setdefault(agent, []).append(batch)
-                    j = k + 1
-                out.append((task_ids[j - 1], channel, {agent: History(b) for agent, b in batches.items()}))
+                out.append((task_ids[end - 1], channel, {agent: History(b) for agent, b in batches.items()}))
             elif kind == RECORDS_UPDATE_TYPE:
                 records: dict[str, EncodedRecord] = {}
-                for k in range(i, n):
-                    if types[k] != kind:
-                        break
+                for k in range(start, end):
                     records.update(self.encoded_records(blobs[k]))
-                    j = k + 1
-                out.append((task_ids[j - 1], channel, records))
+                out.append((task_ids[end - 1], channel, records))
             else:
-                out.append((task_ids[i], channel, self.loads_typed((kind, blobs[i]))))
-            i = j
+                out.extend((task_ids[k], channel, self.loads_typed((kind, blobs[k]))) for k in range(start, end))
         return out
 
     def encoded_records(self, payload: bytes) -> dict[str, EncodedRecord]:
@@ -176,6 +168,15 @@ class TeamSerializer(JsonPlusSerializer):
     def decode_messages(self, blob: bytes) -> list[AnyMessage]:
         """A batch of messages as :meth:`dumps_typed` encoded it (with this serializer's allowlist)."""
         return super().loads_typed(("msgpack", blob))
+
+
+def _runs(types: list[str]) -> Iterator[tuple[str, int, int]]:
+    """``(type, start, end)`` of each run of equal types (indexes, not a tuple per row)."""
+    start = 0
+    for end in range(1, len(types) + 1):
+        if end == len(types) or types[end] != types[start]:
+            yield types[start], start, end
+            start = end
 
 
 def _is_history_snapshot(obj: Any) -> bool:

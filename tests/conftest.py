@@ -173,6 +173,18 @@ class TeamRun:
 
 
 @pytest.fixture
+def snapshot_every(monkeypatch: pytest.MonkeyPatch) -> Callable[[int], None]:
+    """``snapshot_every(n)``: DeltaChannel snapshots every ``n`` updates, in graphs compiled
+    afterwards (the cadence is read when a graph is built); restored after the test."""
+    import teamgraph.state
+
+    def every(updates: int) -> None:
+        monkeypatch.setattr(teamgraph.state, "HISTORY_SNAPSHOT_FREQUENCY", updates)
+
+    return every
+
+
+@pytest.fixture
 def team_home(tmp_path: Path) -> Path:
     """The home folder of the team under test (SQLite file, roles, project files).
 

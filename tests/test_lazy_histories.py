@@ -21,7 +21,6 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-import teamgraph.state
 from teamgraph import ScriptedChatModel, Team
 from teamgraph.checkpoints import open_sqlite_saver
 from teamgraph.checkpoints.saver import TeamSqliteSaver
@@ -209,9 +208,9 @@ def test_a_resumed_team_decodes_only_the_histories_it_reads_and_continues_them(t
 
 
 @pytest.mark.parametrize("cadence", [None, 4])
-def test_the_team_saver_reads_the_writes_langgraphs_saver_reads_on_every_branch(team_home, monkeypatch, cadence):
-    if cadence:  # NOTE: read when the graph is built: DeltaChannel snapshots every `cadence` updates
-        monkeypatch.setattr(teamgraph.state, "HISTORY_SNAPSHOT_FREQUENCY", cadence)
+def test_the_team_saver_reads_the_writes_langgraphs_saver_reads_on_every_branch(team_home, snapshot_every, cadence):
+    if cadence:
+        snapshot_every(cadence)
     config = {"configurable": {"thread_id": "scan"}}
     team = Team(model=ScriptedChatModel(script()), home=team_home)
     graph = team.compile()

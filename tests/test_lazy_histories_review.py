@@ -16,7 +16,6 @@ from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from pg_fixtures import postgres_server, postgres_url  # noqa: F401
 
-import teamgraph.state
 from teamgraph import ScriptedChatModel, Team
 from teamgraph.checkpoints.serde import TeamSerializer
 from teamgraph.history import EncodedMessages, History, HistoryAppend
@@ -35,12 +34,9 @@ def loaded_history(messages: list, serde: TeamSerializer | None = None) -> Histo
 
 
 @pytest.fixture
-def small_snapshots():
+def small_snapshots(snapshot_every):
     """DeltaChannel snapshots every 2 updates (set before compiling, restored after)."""
-    before = teamgraph.state.HISTORY_SNAPSHOT_FREQUENCY
-    teamgraph.state.HISTORY_SNAPSHOT_FREQUENCY = 2
-    yield
-    teamgraph.state.HISTORY_SNAPSHOT_FREQUENCY = before
+    snapshot_every(2)
 
 
 def run_twice(team_home, checkpointer) -> dict:

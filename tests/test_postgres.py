@@ -144,16 +144,15 @@ def test_an_unreachable_server_is_one_clear_error(tmp_path):
 
 
 @pytest.mark.parametrize("database", ["sqlite", "postgres"])
-def test_a_resumed_thread_writes_snapshots_of_the_histories_it_loaded(database, request, tmp_path, monkeypatch):
+def test_a_resumed_thread_writes_snapshots_of_the_histories_it_loaded(database, request, tmp_path, snapshot_every):
     # A resumed run holds histories as History sequences; a DeltaChannel snapshot of them
     # (every `cadence` updates) is stored as plain lists, on both databases.
     from langchain_core.messages import AIMessage, HumanMessage
     from test_think_ahead import two_members
 
-    import teamgraph.state
     from teamgraph import History
 
-    monkeypatch.setattr(teamgraph.state, "HISTORY_SNAPSHOT_FREQUENCY", 3)  # NOTE: read when the graph is built
+    snapshot_every(3)
     db = request.getfixturevalue("postgres_url") if database == "postgres" else None
     config = {"configurable": {"thread_id": "snapshots"}}
     first = Team(model=ScriptedChatModel(two_members()), home=tmp_path, checkpointer=db)

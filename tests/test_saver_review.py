@@ -22,7 +22,6 @@ from langgraph.types import Overwrite
 from pg_fixtures import postgres_server, postgres_url  # noqa: F401
 from typing_extensions import TypedDict
 
-import teamgraph.state
 from teamgraph import Policy, ScriptedChatModel, Team
 from teamgraph.checkpoints import open_checkpointer, open_sqlite_saver
 from teamgraph.checkpoints.saver import TeamSqliteSaver
@@ -37,12 +36,9 @@ CHANNELS = ("histories", "agents", "requests", "deliveries", "messages")
 
 
 @pytest.fixture
-def small_snapshots():
+def small_snapshots(snapshot_every):
     """DeltaChannel snapshots every 3 updates (set before compiling, restored after)."""
-    before = teamgraph.state.HISTORY_SNAPSHOT_FREQUENCY
-    teamgraph.state.HISTORY_SNAPSHOT_FREQUENCY = 3
-    yield
-    teamgraph.state.HISTORY_SNAPSHOT_FREQUENCY = before
+    snapshot_every(3)
 
 
 def plain(value: Any) -> Any:
@@ -91,9 +87,9 @@ def second_turn(team_home, config: dict, *, policy: Policy | None = None):
 
 
 @pytest.mark.parametrize("cadence", [None, 3])
-def test_user_updates_between_team_writes_load_as_langgraph_replays_them(team_home, monkeypatch, cadence):
+def test_user_updates_between_team_writes_load_as_langgraph_replays_them(team_home, snapshot_every, cadence):
     if cadence:
-        monkeypatch.setattr(teamgraph.state, "HISTORY_SNAPSHOT_FREQUENCY", cadence)
+        snapshot_every(cadence)
     config = {"configurable": {"thread_id": "edits"}}
     team = Team(model=ScriptedChatModel(script()), home=team_home)
     graph = team.compile()

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from teamgraph.models.calls import COMPACTION_KEY
-from teamgraph.nodes.model_view import ContextBudget, approximate_counter, view_and_tokens
+from teamgraph.nodes.model_view import ContextBudget, approximate_counter, view_and_tokens, view_entries
 
 BUDGET = ContextBudget(window=2000, threshold=0.8, counter=approximate_counter, overhead=17)
 SYSTEM = [SystemMessage("You are Researcher_1. " * 5)]
@@ -61,6 +61,9 @@ def test_the_kept_view_extended_step_by_step_is_the_view_built_afresh(kinds: lis
         fresh_messages, fresh_tokens = view_and_tokens(SYSTEM, afresh, budget=BUDGET)
         assert kept_messages == fresh_messages, (n, kind)
         assert kept_tokens == fresh_tokens == BUDGET.count(kept_messages), (n, kind)
+        # NOTE: what compaction cuts by: each entry's own tokens, kept with the view
+        _, entries, counts = view_entries(list(history), BUDGET)
+        assert counts == [BUDGET.counter([m]) for _, m in entries], (n, kind)
 
 
 def test_a_history_that_went_another_way_from_the_same_first_message_gets_its_own_view() -> None:

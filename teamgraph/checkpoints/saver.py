@@ -12,8 +12,9 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import DeltaChannelHistory, get_checkpoint_id
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from teamgraph.checkpoints.serde import TeamSerializer
-from teamgraph.compat import SQLITE_DELTA
+from teamgraph.checkpoints.collector import with_collector_paused
+from teamgraph.checkpoints.serde import FoldedWrite, TeamSerializer
+from teamgraph.compat import DELTA_SNAPSHOT_EXT, SQLITE_DELTA
 
 DB_FILE = "teamgraph.sqlite"
 BUSY_TIMEOUT_MS = 10_000
@@ -37,6 +38,46 @@ _WRITES_SQL = (
     "SELECT checkpoint_id, channel, task_id, idx, type, value, {task_path} FROM writes "
     "WHERE thread_id = ? AND checkpoint_ns = ? AND channel IN ({channels})"
 )
+
+
+def _may_hold_extension(blob: bytes, code: int) -> bool:
+    """Whether ``blob`` has the header of a msgpack extension value of type ``code`` anywhere
+    (fixext 1-16, ext 8/16/32): False means no value of that type is in it."""
+    # NOTE: find() on the type byte, rare in a checkpoint, is ~20x faster here than a regex.
+    type_byte = bytes([code])
+    i = blob.find(type_byte)
+    while i != -1:
+        if (
+            (i >= 1 and 0xD4 <= blob[i - 1] <= 0xD8)
+            or (i >= 2 and blob[i - 2] == 0xC7)
+            or (i >= 3 and blob[i - 3] == 0xC8)
+            or (i >= 5 and blob[i - 5] == 0xC9)
+        ):
+            return True
+        i = blob.find(type_byte, i + 1)
+    return False
+
+
+class _WalkSerde:
+    """The saver's serializer as the ancestor walk uses it: a checkpoint that cannot hold a
+    DeltaChannel snapshot reads as having no channel values, without being decoded.
+
+    NOTE: the walk looks in each ancestor's channel values for snapshots only, and at
+    5 000 messages decoding 2 500 checkpoints for that was a quarter of a load. LangGraph's
+    serializer stores a snapshot as a msgpack extension of its own type: bytes without
+    that extension's header hold none. A header that is really other data only means the
+    checkpoint is decoded, as before.
+    """
+
+    def __init__(self, serde: Any) -> None:
+        self.serde = serde
+
+    def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        type_tag, blob = data
+        if type_tag == "msgpack" and DELTA_SNAPSHOT_EXT is not None:
+            if not _may_hold_extension(blob, DELTA_SNAPSHOT_EXT):
+                return {}
+        return self.serde.loads_typed(data)
 
 
 class _Walk:
@@ -86,11 +127,11 @@ class _Rows:
 
 @dataclass(frozen=True)
 class _Load:
-    """What one load read: per channel, its snapshot's stored checkpoint and its chain's write rows."""
+    """What one load read: per channel, its snapshot's stored checkpoint and its chain's writes, folded."""
 
     key: tuple[Any, ...]
     seed_ids: dict[str, str]
-    rows: dict[str, _Rows]
+    writes: dict[str, list[FoldedWrite]]
 
 
 class TeamSqliteSaver(SqliteSaver):
@@ -105,15 +146,17 @@ class TeamSqliteSaver(SqliteSaver):
     messages a load allocates tens of thousands of objects fewer, and the garbage
     collector's full passes (80-100 ms each here) come less often.
 
-    The write rows of the last load are kept until the next checkpoint is written: a
-    checkpoint's ancestors and their writes never change, so reading the same
-    checkpoint again (``get_state`` and then the run, ``team.history`` for each agent)
-    decodes the kept rows afresh without reading the file. Only stored bytes are kept,
-    never a decoded value, so no reader sees another's objects.
+    The writes of the last load are kept, folded (``TeamSerializer.folded``), until the
+    next checkpoint is written: a checkpoint's ancestors and their writes never change,
+    so reading the same checkpoint again (``get_state`` and then the run, ``team.history``
+    for each agent) makes its objects from the kept writes without reading the file or
+    folding again. Only stored bytes are kept, never a decoded value, so no reader sees
+    another's objects.
     """
 
     _last: _Load | None = None
 
+    @with_collector_paused
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
@@ -135,7 +178,7 @@ class TeamSqliteSaver(SqliteSaver):
             self._last = load
         history: dict[str, DeltaChannelHistory] = {}
         for ch in channels:
-            history[ch] = {"writes": self._replayed(ch, load.rows.get(ch, _Rows([], [], [])))}
+            history[ch] = {"writes": self._unfolded(ch, load.writes.get(ch, []))}
         for ch, seed in (seeds if seeds is not None else self._seeds(load)).items():
             history[ch]["seed"] = seed
         return history
@@ -157,15 +200,16 @@ class TeamSqliteSaver(SqliteSaver):
 
     def _read(self, key: tuple[Any, ...]) -> tuple[_Load, dict[str, Any]]:
         thread_id, checkpoint_ns, checkpoint_id, channels = key
-        walk = _Walk(list(channels))
+        walk, serde = _Walk(list(channels)), _WalkSerde(self.serde)
         with self.cursor(transaction=False) as cur:
             cur.execute(SQLITE_DELTA.DELTA_STAGE1_SQL, walk.params(thread_id, checkpoint_ns, checkpoint_id))
             for cid, type_tag, blob in cur:
-                if walk.step(cid, type_tag, blob, target_id=checkpoint_id, serde=self.serde):
+                if walk.step(cid, type_tag, blob, target_id=checkpoint_id, serde=serde):
                     break
             rows = self._chain_writes(cur, thread_id, checkpoint_ns, walk)
         seed_ids = {ch: walk.seed_ids[ch] for ch in walk.seeded}
-        return _Load(key=key, seed_ids=seed_ids, rows=rows), {ch: walk.seeds[ch] for ch in walk.seeded}
+        writes = {ch: self._folded(r) for ch, r in rows.items()}
+        return _Load(key=key, seed_ids=seed_ids, writes=writes), {ch: walk.seeds[ch] for ch in walk.seeded}
 
     def _chain_writes(self, cur: sqlite3.Cursor, thread_id: str, ns: str, walk: _Walk) -> dict[str, _Rows]:
         """Each channel's writes on its chain, in the order LangGraph's saver returns them."""
@@ -183,11 +227,15 @@ class TeamSqliteSaver(SqliteSaver):
                     column.append(item)
         return {ch: _in_order(*cols) for ch, cols in columns.items()}
 
-    def _replayed(self, channel: str, rows: _Rows) -> list[Any]:
+    def _folded(self, rows: _Rows) -> list[FoldedWrite]:
         if isinstance(self.serde, TeamSerializer):
-            return self.serde.replayed(channel, rows.task_ids, rows.types, rows.blobs)
-        stored = zip(rows.task_ids, rows.types, rows.blobs, strict=True)
-        return [(task_id, channel, self.serde.loads_typed((tag, blob))) for task_id, tag, blob in stored]
+            return self.serde.folded(rows.task_ids, rows.types, rows.blobs)
+        return [FoldedWrite(*row) for row in zip(rows.task_ids, rows.types, rows.blobs, strict=True)]
+
+    def _unfolded(self, channel: str, writes: list[FoldedWrite]) -> list[Any]:
+        if isinstance(self.serde, TeamSerializer):
+            return self.serde.unfolded(channel, writes)
+        return [(w.task_id, channel, self.serde.loads_typed((w.kind, w.value))) for w in writes]
 
     def put(self, *args: Any, **kwargs: Any) -> RunnableConfig:
         self._last = None  # NOTE: the kept rows are let go once the thread moves on

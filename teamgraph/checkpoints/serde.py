@@ -24,6 +24,7 @@ import ormsgpack
 from langchain_core.messages import AnyMessage
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
+from teamgraph.checkpoints.collector import with_collector_paused
 from teamgraph.compat import DELTA_SNAPSHOT
 from teamgraph.history import EncodedMessages, Histories, History, HistoryAppend
 from teamgraph.state import EncodedRecord, RecordsUpdate
@@ -50,6 +51,22 @@ _PLAIN_ONLY = (
     | ormsgpack.OPT_PASSTHROUGH_DATACLASS
     | ormsgpack.OPT_PASSTHROUGH_SUBCLASS
 )
+
+
+@dataclasses.dataclass(frozen=True)
+class FoldedWrite:
+    """Stored writes of a channel, folded but not decoded (see :meth:`TeamSerializer.folded`).
+
+    Attributes:
+        task_id: The task of the run's last write.
+        kind: The writes' type tag.
+        value: Per agent, its batches as ``(count, bytes)`` (histories); per id, the last
+            record's bytes (records); else the one write's stored bytes.
+    """
+
+    task_id: str
+    kind: str
+    value: Any
 
 
 class TeamSerializer(JsonPlusSerializer):
@@ -122,6 +139,7 @@ class TeamSerializer(JsonPlusSerializer):
             stored[agent] = batches
         return stored
 
+    @with_collector_paused
     def _histories(self, stored: dict[str, list[list[Any]]]) -> Histories:
         return Histories(
             {
@@ -131,29 +149,50 @@ class TeamSerializer(JsonPlusSerializer):
         )
 
     def replayed(self, channel: str, task_ids: list[str], types: list[str], blobs: list[bytes]) -> list[Any]:
-        """A channel's stored writes as ``(task_id, channel, value)``, for a DeltaChannel to replay.
+        """A channel's stored writes as ``(task_id, channel, value)``, for a DeltaChannel to replay."""
+        return self.unfolded(channel, self.folded(task_ids, types, blobs))
 
-        NOTE: a run of histories writes is handed over as one write of every agent's batches
-        (appends concatenate), and a run of records writes as one write of the last record of
-        each id, still encoded (upserts: ``merge_records`` decodes the ones that stay). The
-        channels' reducers fold those as they fold the writes one by one; a load then makes
-        one object per batch or record, not a write, a dict and a History per superstep.
+    def folded(self, task_ids: list[str], types: list[str], blobs: list[bytes]) -> list[FoldedWrite]:
+        """A channel's stored writes with each run of histories or records writes folded into one.
+
+        NOTE: a run of histories writes becomes one write of every agent's batches (appends
+        concatenate), and a run of records writes one write of the last record of each id,
+        still encoded (upserts: ``merge_records`` decodes the ones that stay). The channels'
+        reducers fold those as they fold the writes one by one; a load then makes one object
+        per batch or record, not a write, a dict and a History per superstep. What is folded
+        is still bytes, so a saver may keep it and hand every reader its own objects.
         """
-        out: list[Any] = []
+        out: list[FoldedWrite] = []
         for kind, start, end in _runs(types):
             if kind == HISTORY_APPEND_TYPE:
-                batches: dict[str, list[EncodedMessages]] = {}
+                batches: dict[str, list[tuple[int, bytes]]] = {}
                 for k in range(start, end):
-                    for agent, batch in self.history_batches(blobs[k]).items():
-                        batches.setdefault(agent, []).append(batch)
-                out.append((task_ids[end - 1], channel, {agent: History(b) for agent, b in batches.items()}))
+                    for agent, (count, blob) in ormsgpack.unpackb(blobs[k]).items():
+                        batches.setdefault(agent, []).append((int(count), blob))
+                out.append(FoldedWrite(task_ids[end - 1], kind, batches))
             elif kind == RECORDS_UPDATE_TYPE:
-                records: dict[str, EncodedRecord] = {}
+                records: dict[str, bytes] = {}
                 for k in range(start, end):
-                    records.update(self.encoded_records(blobs[k]))
-                out.append((task_ids[end - 1], channel, records))
+                    records.update(ormsgpack.unpackb(blobs[k]))
+                out.append(FoldedWrite(task_ids[end - 1], kind, records))
             else:
-                out.extend((task_ids[k], channel, self.loads_typed((kind, blobs[k]))) for k in range(start, end))
+                out.extend(FoldedWrite(task_ids[k], kind, blobs[k]) for k in range(start, end))
+        return out
+
+    def unfolded(self, channel: str, folded: list[FoldedWrite]) -> list[Any]:
+        """``folded`` as a DeltaChannel replays writes: ``(task_id, channel, value)``, new objects."""
+        out: list[Any] = []
+        for write in folded:
+            if write.kind == HISTORY_APPEND_TYPE:
+                value: Any = {
+                    agent: History([EncodedMessages(count, blob, self) for count, blob in batches])
+                    for agent, batches in write.value.items()
+                }
+            elif write.kind == RECORDS_UPDATE_TYPE:
+                value = {key: EncodedRecord(data) for key, data in write.value.items()}
+            else:
+                value = self.loads_typed((write.kind, write.value))
+            out.append((write.task_id, channel, value))
         return out
 
     def encoded_records(self, payload: bytes) -> dict[str, EncodedRecord]:
@@ -165,6 +204,7 @@ class TeamSerializer(JsonPlusSerializer):
         batches = ormsgpack.unpackb(payload)
         return {agent: EncodedMessages(int(count), blob, self) for agent, (count, blob) in batches.items()}
 
+    @with_collector_paused
     def decode_messages(self, blob: bytes) -> list[AnyMessage]:
         """A batch of messages as :meth:`dumps_typed` encoded it (with this serializer's allowlist)."""
         return super().loads_typed(("msgpack", blob))

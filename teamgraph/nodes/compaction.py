@@ -162,8 +162,7 @@ def compact(
     Returns:
         The marker to append to the history, or None when there is nothing to summarise.
     """
-    marker, entries = view_entries(history, budget)
-    tokens = [budget.counter([m]) for _, m in entries]
+    marker, entries, tokens = view_entries(history, budget)
     keep = int(budget.window * KEEP_SHARE)
     cut = choose_cut(entries, tokens, keep_tokens=min(keep, tokens_before // 4) if force else keep, halve=force)
     if cut is None:

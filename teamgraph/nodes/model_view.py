@@ -73,8 +73,8 @@ class ContextBudget:
         return self.counter(messages) + self.overhead
 
     def message_tokens(self, message: BaseMessage) -> int:
-        """The tokens of one message (cached per message with the default counter)."""
-        return _message_tokens(message) if self.counter is approximate_counter else self.counter([message])
+        """The tokens of one message."""
+        return self.counter([message])
 
     @property
     def limit(self) -> int:
@@ -95,23 +95,6 @@ def context_window(model: BaseChatModel, policy: Policy) -> int:
     return int(profile.get("max_input_tokens") or DEFAULT_CONTEXT_TOKENS)
 
 
-_MESSAGE_TOKENS: dict[int, int] = {}
-"""Approximate tokens of each message object seen (by id; an entry goes with its message)."""
-
-
-def _message_tokens(message: BaseMessage) -> int:
-    key = id(message)
-    tokens = _MESSAGE_TOKENS.get(key)
-    if tokens is None:
-        tokens = count_tokens_approximately([message])
-        try:
-            weakref.finalize(message, _MESSAGE_TOKENS.pop, key, None)
-        except TypeError:  # NOTE: a message class without weak references is counted every time
-            return tokens
-        _MESSAGE_TOKENS[key] = tokens
-    return tokens
-
-
 def approximate_counter(messages: Sequence[BaseMessage]) -> int:
     """LangChain's approximate counter, scaled by the provider's reported usage when known.
 
@@ -120,11 +103,14 @@ def approximate_counter(messages: Sequence[BaseMessage]) -> int:
     first use, and a model call must not depend on the network for counting.
 
     NOTE: it gives ``count_tokens_approximately(messages, use_usage_metadata_scaling=True)``
-    (a test checks it), but counts each message once in its life: a history is counted
-    at every model call of its agent, and counting it whole again made a step's cost
-    grow with the history. Stored messages are never changed in place.
+    (a test checks it). A history is counted at every model call of its agent; the
+    model's view keeps its messages' tokens (``_View``) and counts only what is new.
     """
-    return _Tokens().extended(messages).after((), count=len(messages))
+    return _Tokens().extended((m, _tokens(m)) for m in messages).after((), count=len(messages))
+
+
+def _tokens(message: BaseMessage) -> int:
+    return count_tokens_approximately([message])
 
 
 def context_budget(
@@ -194,18 +180,22 @@ def _tail(history: Sequence[BaseMessage]) -> tuple[AIMessage | None, list[tuple[
     return marker, [(i, m) for i, m in enumerate(history[start:], start) if not _is_marker(m)]
 
 
-def truncate_tool_result(message: ToolMessage, *, budget: ContextBudget, call: Mapping[str, Any] | None) -> ToolMessage:
+def truncate_tool_result(
+    message: ToolMessage, *, budget: ContextBudget, call: Mapping[str, Any] | None, tokens: int | None = None
+) -> ToolMessage:
     """``message`` as the model sees it: cut to the budget, with a note on how to read the rest.
 
     Args:
         message: A tool result from the history (never changed).
         budget: The agent's budget (``tool_result_tokens``).
         call: The tool call it answers (name and args), when known.
+        tokens: ``budget.message_tokens(message)``, when the caller counted it already.
 
     Returns:
         ``message`` itself when it fits, else a truncated copy.
     """
-    tokens = budget.message_tokens(message)
+    if tokens is None:
+        tokens = budget.message_tokens(message)
     if tokens <= budget.tool_result_tokens:
         return message
     text = message.text
@@ -233,11 +223,12 @@ class _Tokens:
     last_ai_total: int | None = None
     at_last_ai: int = 0
 
-    def extended(self, messages: Iterable[BaseMessage]) -> _Tokens:
+    def extended(self, counted: Iterable[tuple[BaseMessage, int]]) -> _Tokens:
+        """These tokens followed by ``counted``: each message with its own tokens."""
         total, provider, mixed = self.total, self.provider, self.mixed
         last_ai_total, at_last_ai = self.last_ai_total, self.at_last_ai
-        for message in messages:
-            total += _message_tokens(message)
+        for message, tokens in counted:
+            total += tokens
             if not isinstance(message, AIMessage):
                 continue
             model_provider = message.response_metadata.get("model_provider")
@@ -251,7 +242,7 @@ class _Tokens:
 
     def after(self, prefix: Sequence[BaseMessage], *, count: int) -> int:
         """``approximate_counter`` of ``prefix`` (no AI message in it) then these messages, ``count`` in all."""
-        head = sum(_message_tokens(m) for m in prefix)
+        head = sum(_tokens(m) for m in prefix)
         total, at_last_ai = head + self.total, head + self.at_last_ai
         if count > 1 and not self.mixed and self.provider is not None and self.last_ai_total is not None:
             if at_last_ai > 0:
@@ -267,6 +258,7 @@ class _View:
     last: BaseMessage | None
     marker: AIMessage | None
     entries: list[tuple[int, BaseMessage]]
+    counts: list[int]
     calls: dict[str, Any]
     tokens: _Tokens
 
@@ -281,16 +273,25 @@ def _is_marker(message: BaseMessage) -> bool:
 
 def _seen(
     pairs: Iterable[tuple[int, BaseMessage]], calls: dict[str, Any], budget: ContextBudget
-) -> list[tuple[int, BaseMessage]]:
-    """``pairs`` (no marker among them) as the model sees them; ``calls`` gains their tool calls."""
+) -> tuple[list[tuple[int, BaseMessage]], list[int]]:
+    """``pairs`` (no marker among them) as the model sees them, and each one's approximate
+    tokens; ``calls`` gains their tool calls."""
     entries: list[tuple[int, BaseMessage]] = []
+    counts: list[int] = []
+    default = budget.counter is approximate_counter
     for i, message in pairs:
+        tokens = _tokens(message)
         if isinstance(message, AIMessage):
             calls.update((c["id"] or "", c) for c in message.tool_calls)
         elif isinstance(message, ToolMessage):
-            message = truncate_tool_result(message, budget=budget, call=calls.get(message.tool_call_id))
+            seen = truncate_tool_result(
+                message, budget=budget, call=calls.get(message.tool_call_id), tokens=tokens if default else None
+            )
+            if seen is not message:
+                message, tokens = seen, _tokens(seen)
         entries.append((i, message))
-    return entries
+        counts.append(tokens)
+    return entries, counts
 
 
 def _view(history: Sequence[BaseMessage], budget: ContextBudget) -> _View:
@@ -302,7 +303,7 @@ def _view(history: Sequence[BaseMessage], budget: ContextBudget) -> _View:
     is a compaction marker; otherwise the view is built again.
     """
     if not history:
-        return _View(0, None, None, [], {}, _Tokens())
+        return _View(0, None, None, [], [], {}, _Tokens())
     key = (id(history[0]), id(budget.counter), budget.tool_result_tokens)
     kept = _VIEWS.get(key)
     if (
@@ -313,15 +314,15 @@ def _view(history: Sequence[BaseMessage], budget: ContextBudget) -> _View:
         and not any(_is_marker(m) for m in history[kept.length :])
     ):
         calls = dict(kept.calls)
-        new = _seen(enumerate(history[kept.length :], kept.length), calls, budget)
-        entries, marker = [*kept.entries, *new], kept.marker
-        tokens = kept.tokens.extended(m for _, m in new)
+        new, new_counts = _seen(enumerate(history[kept.length :], kept.length), calls, budget)
+        entries, counts, marker = [*kept.entries, *new], [*kept.counts, *new_counts], kept.marker
+        tokens = kept.tokens.extended((m, n) for (_, m), n in zip(new, new_counts, strict=True))
     else:
         marker, verbatim = _tail(history)
         calls = {}
-        entries = _seen(verbatim, calls, budget)
-        tokens = _Tokens().extended(m for _, m in entries)
-    view = _View(len(history), history[-1], marker, entries, calls, tokens)
+        entries, counts = _seen(verbatim, calls, budget)
+        tokens = _Tokens().extended((m, n) for (_, m), n in zip(entries, counts, strict=True))
+    view = _View(len(history), history[-1], marker, entries, counts, calls, tokens)
     if key not in _VIEWS:
         try:
             weakref.finalize(history[0], _VIEWS.pop, key, None)
@@ -333,10 +334,13 @@ def _view(history: Sequence[BaseMessage], budget: ContextBudget) -> _View:
 
 def view_entries(
     history: Sequence[BaseMessage], budget: ContextBudget
-) -> tuple[AIMessage | None, list[tuple[int, BaseMessage]]]:
-    """The newest marker and the (history index, message as the model sees it) pairs after its cut."""
+) -> tuple[AIMessage | None, list[tuple[int, BaseMessage]], list[int]]:
+    """The newest marker, the (history index, message as the model sees it) pairs after its
+    cut, and each pair's tokens by ``budget.message_tokens``."""
     view = _view(history, budget)
-    return view.marker, view.entries
+    if budget.counter is approximate_counter:
+        return view.marker, view.entries, view.counts
+    return view.marker, view.entries, [budget.counter([m]) for _, m in view.entries]
 
 
 def view_and_tokens(
@@ -365,6 +369,6 @@ def model_view(history: Sequence[BaseMessage], *, budget: ContextBudget) -> list
     Returns:
         The messages to send after the system prompt.
     """
-    marker, entries = view_entries(history, budget)
-    head = [summary_message(marker)] if marker is not None else []
-    return [*head, *(m for _, m in entries)]
+    view = _view(history, budget)
+    head = [summary_message(view.marker)] if view.marker is not None else []
+    return [*head, *(m for _, m in view.entries)]

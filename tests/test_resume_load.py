@@ -1,0 +1,214 @@
+"""A resumed thread's load: the collector paused while it builds, the ancestor walk that
+decodes only checkpoints that may hold a snapshot, and writes kept folded between readers."""
+
+from __future__ import annotations
+
+import gc
+import sqlite3
+import threading
+from typing import Annotated
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from langchain_core.messages import HumanMessage
+from langgraph.channels import DeltaChannel
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.graph import END, START, StateGraph
+from typing_extensions import TypedDict
+
+from teamgraph import ScriptedChatModel, Team
+from teamgraph.checkpoints import open_sqlite_saver
+from teamgraph.checkpoints.collector import collector_paused
+from teamgraph.checkpoints.saver import TeamSqliteSaver, _may_hold_extension, _WalkSerde
+from teamgraph.checkpoints.serde import TeamSerializer
+from teamgraph.compat import DELTA_SNAPSHOT, DELTA_SNAPSHOT_EXT
+from tests.test_saver_review import CHANNELS, plain
+from tests.test_think_ahead import two_members as script
+
+needs_snapshots = pytest.mark.skipif(
+    DELTA_SNAPSHOT is None or DELTA_SNAPSHOT_EXT is None, reason="this LangGraph has no DeltaChannel snapshots"
+)
+
+
+@pytest.fixture
+def collector_on():
+    was = gc.isenabled()
+    gc.enable()
+    yield
+    (gc.enable if was else gc.disable)()
+
+
+# --- the collector ---------------------------------------------------------------
+
+
+def test_the_collector_is_paused_for_the_block_and_back_after_it_even_on_an_error(collector_on):
+    with collector_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with pytest.raises(KeyError), collector_paused():
+        raise KeyError("load failed")
+    assert gc.isenabled()
+
+
+def test_overlapping_pauses_of_several_threads_turn_it_on_once_the_last_one_ends(collector_on):
+    inside, leave = threading.Event(), threading.Event()
+
+    def other_load() -> None:
+        with collector_paused():
+            inside.set()
+            leave.wait(5)
+
+    worker = threading.Thread(target=other_load)
+    with collector_paused():
+        worker.start()
+        assert inside.wait(5)
+        with collector_paused():
+            assert not gc.isenabled()
+    assert not gc.isenabled()  # NOTE: the other thread's load is still running
+    leave.set()
+    worker.join(5)
+    assert gc.isenabled()
+
+
+def test_a_collector_the_user_turned_off_stays_off(collector_on):
+    gc.disable()
+    with collector_paused():
+        assert not gc.isenabled()
+    assert not gc.isenabled()
+
+
+# --- the ancestor walk ------------------------------------------------------------
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.text() | st.binary(max_size=40),
+    lambda inner: st.lists(inner, max_size=6) | st.dictionaries(st.text(max_size=8), inner, max_size=6),
+    max_leaves=30,
+)
+
+
+@needs_snapshots
+@settings(max_examples=300, deadline=None)
+@given(
+    value=json_values,
+    padding=st.sampled_from([0, 1, 3, 7, 15, 200, 70_000]),
+    others=st.dictionaries(st.text(max_size=8), json_values, max_size=4),
+)
+def test_a_checkpoint_holding_a_snapshot_of_any_size_is_always_decoded(value, padding, others):
+    # NOTE: padding moves the snapshot through every msgpack extension header (fixext 1-16, ext 8/16/32).
+    snapshot = DELTA_SNAPSHOT([value, "\x07" * padding])
+    checkpoint = {"v": 4, "channel_values": {**others, "histories": snapshot}, "channel_versions": {"x": "\x07"}}
+    type_tag, blob = JsonPlusSerializer().dumps_typed(checkpoint)
+    assert _may_hold_extension(blob, DELTA_SNAPSHOT_EXT)
+    decoded = _WalkSerde(TeamSerializer()).loads_typed((type_tag, blob))
+    assert isinstance(decoded["channel_values"]["histories"], DELTA_SNAPSHOT)
+
+
+@needs_snapshots
+def test_a_checkpoint_without_a_snapshot_is_not_decoded_by_the_walk():
+    checkpoint = {"v": 4, "channel_values": {"team": {"a": [1, 7, "\x07"]}}, "channel_versions": {"team": "7"}}
+    type_tag, blob = JsonPlusSerializer().dumps_typed(checkpoint)
+    assert not _may_hold_extension(blob, DELTA_SNAPSHOT_EXT)
+    assert _WalkSerde(TeamSerializer()).loads_typed((type_tag, blob)) == {}
+
+
+def _appended(current: list[int] | None, writes: list[list[int]]) -> list[int]:
+    return [*(current or []), *(n for write in writes for n in write)]
+
+
+def _snapshots_by_checkpoint(db_path) -> dict[str, tuple[str, set[str]]]:
+    """Each stored checkpoint's type tag and the channels it holds a snapshot of."""
+    serde = TeamSerializer()
+    with sqlite3.connect(db_path) as conn:
+        rows = conn.execute("SELECT checkpoint_id, type, checkpoint FROM checkpoints").fetchall()
+    found = {}
+    for cid, type_tag, blob in rows:
+        values = serde.loads_typed((type_tag, blob))["channel_values"]
+        found[cid] = (type_tag, {ch for ch, v in values.items() if isinstance(v, DELTA_SNAPSHOT)})
+    return found
+
+
+@needs_snapshots
+def test_a_load_starts_from_each_channels_newest_snapshot_and_reads_no_write_before_it(team_home, snapshot_every):
+    """Writes older than a channel's newest snapshot are deleted: the thread still reads the same.
+
+    NOTE: a walk that passed a snapshot by would replay the channel from its first write,
+    and without the deleted writes read records and messages short.
+    """
+    snapshot_every(3)
+    config = {"configurable": {"thread_id": "t"}}
+    team = Team(model=ScriptedChatModel(script()), home=team_home)
+    graph = team.compile()
+    graph.invoke({"messages": [HumanMessage("Please do the work.")]}, config)
+    expected = plain(graph.get_state(config).values)
+
+    chain = [s.config["configurable"]["checkpoint_id"] for s in graph.get_state_history(config)]  # newest first
+    assert _delete_writes_before_snapshots(team.db_path, chain, CHANNELS) > 0
+
+    reader = Team(model=ScriptedChatModel({}), home=team_home).compile()
+    assert isinstance(reader.checkpointer, TeamSqliteSaver)
+    assert plain(reader.get_state(config).values) == expected
+
+
+def _delete_writes_before_snapshots(db_path, chain: list[str], channels) -> int:
+    """Delete each channel's writes older than its newest snapshot on ``chain`` (newest first)."""
+    held = _snapshots_by_checkpoint(db_path)
+    deleted = 0
+    with sqlite3.connect(db_path) as conn:
+        for channel in channels:
+            newest = next((i for i, cid in enumerate(chain[1:], 1) if channel in held[cid][1]), None)
+            older = chain[newest + 1 :] if newest is not None else []
+            deleted += conn.execute(
+                f"DELETE FROM writes WHERE channel = ? AND checkpoint_id IN ({','.join('?' * len(older))})",
+                (channel, *older),
+            ).rowcount
+    return deleted
+
+
+class Counted(TypedDict):
+    every: Annotated[list[int], DeltaChannel(_appended, snapshot_frequency=3)]
+    odd: Annotated[list[int], DeltaChannel(_appended, snapshot_frequency=3)]
+    n: int
+
+
+def _step(state: Counted) -> dict:
+    n = state.get("n", 0) + 1
+    return {"n": n, "every": [n], **({"odd": [n]} if n % 2 else {})}
+
+
+@needs_snapshots
+def test_snapshots_in_checkpoints_the_serializer_stores_as_langgraph_does_are_found(tmp_path):
+    """A channel's snapshot taken when the histories' is not is in a plain msgpack checkpoint."""
+    builder = StateGraph(Counted)
+    builder.add_node("step", _step)
+    builder.add_edge(START, "step")
+    builder.add_conditional_edges("step", lambda s: END if s["n"] >= 20 else "step")
+    db_path = tmp_path / "graph.sqlite"
+    graph = builder.compile(checkpointer=open_sqlite_saver(db_path))
+    config = {"configurable": {"thread_id": "t"}}
+    graph.invoke({"n": 0}, config)
+    expected = graph.get_state(config).values
+    assert expected["every"] == list(range(1, 21)) and expected["odd"] == list(range(1, 21, 2))
+
+    held = _snapshots_by_checkpoint(db_path)
+    assert any(tag == "msgpack" and channels for tag, channels in held.values())
+    chain = [s.config["configurable"]["checkpoint_id"] for s in graph.get_state_history(config)]
+    assert _delete_writes_before_snapshots(db_path, chain, ("every", "odd")) > 0
+    assert builder.compile(checkpointer=open_sqlite_saver(db_path)).get_state(config).values == expected
+
+
+# --- writes kept folded -------------------------------------------------------------
+
+
+def test_readers_of_a_kept_load_get_objects_of_their_own(team_home):
+    config = {"configurable": {"thread_id": "t"}}
+    Team(model=ScriptedChatModel(script()), home=team_home).compile().invoke(
+        {"messages": [HumanMessage("Please do the work.")]}, config
+    )
+    reader = Team(model=ScriptedChatModel({}), home=team_home).compile()
+    first, again = reader.get_state(config).values, reader.get_state(config).values
+    assert plain(first) == plain(again)
+    for agent, history in first["histories"].items():
+        assert all(a is not b for a, b in zip(history, again["histories"][agent], strict=True))
+    for channel in ("agents", "requests"):
+        assert all(first[channel][key] is not again[channel][key] for key in first[channel])

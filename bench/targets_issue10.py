@@ -151,13 +151,19 @@ def storage_targets(rows: list[dict]) -> list[dict]:
     small, big = find(rows, "teamgraph-storage", messages=500), st[5000]
     if small and big and "resume" in small and "resume" in big:
         ratio = big["resume"]["in_process_ms"] / small["resume"]["in_process_ms"]
+        # NOTE: the fastest of the repeats decides (contention only adds time); the medians' ratio is shown too.
+        medians = [r["resume"].get("median_in_process_ms") for r in (small, big)]
+        median = ""
+        if all(medians):
+            median = f"; medians {medians[0]:.0f} -> {medians[1]:.0f} ms (x{medians[1] / medians[0]:.2f})"
         out.append(
             _target(
                 "10",
                 "resume (open, state, one step) at 5 000 vs 500 messages <= 2x",
                 f"{ratio:.2f}x",
                 ratio <= 2.0,
-                f"{small['resume']['in_process_ms']:.0f} -> {big['resume']['in_process_ms']:.0f} ms",
+                f"fastest of {big['resume'].get('repeats', '?')}: "
+                f"{small['resume']['in_process_ms']:.0f} -> {big['resume']['in_process_ms']:.0f} ms{median}",
             )
         )
     else:

@@ -85,7 +85,7 @@ RESUME_AT = (500, 5000)
 CADENCES = (300, 1000, 3000, 10_000)
 """Snapshot cadences compared with teamgraph's default; the default itself is skipped
 (its rows are the `teamgraph-storage` rows)."""
-RESUME_REPEATS = 3
+RESUME_REPEATS = 5
 NO_COMPACTION_TOKENS = 1_000_000_000
 """A context window no workload here comes near: no compaction calls."""
 NO_BUDGET_CALLS = 1_000_000

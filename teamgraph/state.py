@@ -23,6 +23,10 @@ from teamgraph.records import AgentRecord, Delivery, Request, TeamBook
 # between snapshots a checkpoint stores only what changed. The cadence was chosen
 # from bench/ (storage per message vs. the time to rebuild state on resume).
 HISTORY_SNAPSHOT_FREQUENCY = 3000
+ROSTER_SNAPSHOT_FREQUENCY = 100
+"""The ``agents`` channel's cadence. NOTE: the roster is one record per agent and each of
+its writes a whole record: a snapshot of it every 100 updates costs a few bytes per
+message, and spares a resume reading every status change since the run began."""
 
 
 def append_histories(
@@ -143,7 +147,7 @@ class TeamState(TypedDict, total=False):
     ]
     agents: Annotated[
         dict[str, AgentRecord],
-        DeltaChannel(merge_records, snapshot_frequency=HISTORY_SNAPSHOT_FREQUENCY),
+        DeltaChannel(merge_records, snapshot_frequency=ROSTER_SNAPSHOT_FREQUENCY),
     ]
     requests: Annotated[
         dict[str, Request],
@@ -182,7 +186,7 @@ class TeamOutput(TypedDict, total=False):
     ]
     agents: Annotated[
         dict[str, AgentRecord],
-        DeltaChannel(merge_records, snapshot_frequency=HISTORY_SNAPSHOT_FREQUENCY),
+        DeltaChannel(merge_records, snapshot_frequency=ROSTER_SNAPSHOT_FREQUENCY),
     ]
     team: TeamBook
 
@@ -199,6 +203,6 @@ class RouterInput(TypedDict, total=False):
     outbox: Annotated[list[dict[str, Any]], Topic(dict)]
     agents: Annotated[
         dict[str, dict[str, Any]],
-        DeltaChannel(merge_records, snapshot_frequency=HISTORY_SNAPSHOT_FREQUENCY),
+        DeltaChannel(merge_records, snapshot_frequency=ROSTER_SNAPSHOT_FREQUENCY),
     ]
     team: dict[str, Any]

@@ -36,8 +36,9 @@ _CHECKPOINT_SQL = (
 )
 _WRITES_SQL = (
     "SELECT checkpoint_id, channel, task_id, idx, type, value, {task_path} FROM writes "
-    "WHERE thread_id = ? AND checkpoint_ns = ? AND channel IN ({channels})"
+    "WHERE thread_id = ? AND checkpoint_ns = ? AND ({bounds})"
 )
+_CHANNEL_BOUND = "(channel = ? AND checkpoint_id >= ?)"
 
 
 def _may_hold_extension(blob: bytes, code: int) -> bool:
@@ -139,9 +140,10 @@ class TeamSqliteSaver(SqliteSaver):
 
     NOTE: LangGraph's saver asks for each channel's writes with an ``IN`` list of every
     checkpoint id in the chain (5 channels x 2 500 ids at 5 000 messages: 70-80 ms
-    per load). One scan of the thread's writes for those channels, kept when their
-    checkpoint is in the chain, reads the same rows in 30 ms. A forked thread reads
-    its other branches' writes too, and drops them. The rows are then sorted and
+    per load). One scan of the thread's writes for those channels, from each one's
+    oldest chain checkpoint on, kept when their checkpoint is in the chain, reads the
+    same rows in 30 ms. A forked thread reads its other branches' writes after that
+    point too, and drops them. The rows are then sorted and
     decoded without the per-checkpoint lists LangGraph's builder makes: at 5 000
     messages a load allocates tens of thousands of objects fewer, and the garbage
     collector's full passes (80-100 ms each here) come less often.
@@ -219,8 +221,11 @@ class TeamSqliteSaver(SqliteSaver):
         if not columns:
             return {}
         task_path = "task_path" if self._has_task_path else "''"
-        sql = _WRITES_SQL.format(task_path=task_path, channels=",".join("?" * len(columns)))
-        for cid, ch, task_id, idx, type_tag, value, path in cur.execute(sql, (thread_id, ns, *columns)):
+        sql = _WRITES_SQL.format(task_path=task_path, bounds=" OR ".join([_CHANNEL_BOUND] * len(columns)))
+        # NOTE: a channel's rows from its chain's smallest id on: every chain id is at least that,
+        # so nothing needed is left out, and the rows before its snapshot are not read.
+        bounds = [item for ch in columns for item in (ch, min(walk.chains[ch]))]
+        for cid, ch, task_id, idx, type_tag, value, path in cur.execute(sql, (thread_id, ns, *bounds)):
             at = positions[ch].get(cid)
             if at is not None:
                 for column, item in zip(columns[ch], (at, path, task_id, idx, type_tag, value), strict=True):

@@ -96,9 +96,9 @@ CLOSE_PARALLEL = (
     "max_parallel + 2 in build_team_graph; less framework time per step"
 )
 CLOSE_RESUME = (
-    "what is left: each load still reads and folds every write of the thread (SQL, the "
-    "ancestor walk, the surviving records), the step decodes the leader's whole history, "
-    "and the process's first full garbage collection falls in the window"
+    "what is left: each load still reads and folds every write since the last snapshot (SQL, "
+    "the ancestor walk, the surviving records), and the step decodes and counts the leader's "
+    "whole history for its prompt"
 )
 
 

@@ -173,13 +173,15 @@ class TeamRun:
 
 
 @pytest.fixture
-def snapshot_every(monkeypatch: pytest.MonkeyPatch) -> Callable[[int], None]:
-    """``snapshot_every(n)``: DeltaChannel snapshots every ``n`` updates, in graphs compiled
-    afterwards (the cadence is read when a graph is built); restored after the test."""
+def snapshot_every(monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
+    """``snapshot_every(n, roster=m)``: DeltaChannel snapshots every ``n`` updates (the
+    roster's every ``m``, default ``n``), in graphs compiled afterwards (the cadence is
+    read when a graph is built); restored after the test."""
     import teamgraph.state
 
-    def every(updates: int) -> None:
+    def every(updates: int, *, roster: int | None = None) -> None:
         monkeypatch.setattr(teamgraph.state, "HISTORY_SNAPSHOT_FREQUENCY", updates)
+        monkeypatch.setattr(teamgraph.state, "ROSTER_SNAPSHOT_FREQUENCY", roster or updates)
 
     return every
 

@@ -132,10 +132,12 @@ def _snapshots_by_checkpoint(db_path) -> dict[str, tuple[str, set[str]]]:
 def test_a_load_starts_from_each_channels_newest_snapshot_and_reads_no_write_before_it(team_home, snapshot_every):
     """Writes older than a channel's newest snapshot are deleted: the thread still reads the same.
 
-    NOTE: a walk that passed a snapshot by would replay the channel from its first write,
-    and without the deleted writes read records and messages short.
+    NOTE: on a team thread a record is rewritten whole soon after, so a snapshot passed by
+    hides in the final values; the graph below, whose channels only append, shows it.
     """
-    snapshot_every(3)
+    # NOTE: the roster's cadence differs, so some of its snapshots are in checkpoints without one of
+    # the histories (stored as LangGraph stores them: what the walk's filter looks into).
+    snapshot_every(3, roster=2)
     config = {"configurable": {"thread_id": "t"}}
     team = Team(model=ScriptedChatModel(script()), home=team_home)
     graph = team.compile()
@@ -143,6 +145,8 @@ def test_a_load_starts_from_each_channels_newest_snapshot_and_reads_no_write_bef
     expected = plain(graph.get_state(config).values)
 
     chain = [s.config["configurable"]["checkpoint_id"] for s in graph.get_state_history(config)]  # newest first
+    held = _snapshots_by_checkpoint(team.db_path)
+    assert any(tag == "msgpack" and "agents" in channels for tag, channels in held.values())
     assert _delete_writes_before_snapshots(team.db_path, chain, CHANNELS) > 0
 
     reader = Team(model=ScriptedChatModel({}), home=team_home).compile()

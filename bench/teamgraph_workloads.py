@@ -393,7 +393,8 @@ class Probe:
 
     TARGETS = (
         ("router", "teamgraph.graph.router", None, "run_pass"),
-        ("collaboration_log", "teamgraph.audit.log", None, "write_committed"),
+        # NOTE: patched where the log's writer thread looks it up.
+        ("collaboration_log", "teamgraph.audit.writer", None, "write_committed"),
         ("agent_step", "teamgraph.graph.scheduler", None, "take_step"),
         ("system_prompt", "teamgraph.nodes.agent_step", None, "system_prompt"),
         ("tool_calls", "teamgraph.nodes.agent_step", None, "run_tool_calls"),

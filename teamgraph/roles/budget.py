@@ -36,6 +36,12 @@ REFERENCES: dict[str, Reference] = {
 }
 
 
+def _in_force(team: Mapping[str, Any]) -> bool:
+    """Whether an approved plan with a complexity puts the budget in the leader's sight."""
+    plan = team.get("plan") or {}
+    return plan.get("status") == "approved" and bool(plan.get("complexity"))
+
+
 def _members(agents: Mapping[str, Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
     return {name: record for name, record in agents.items() if name != LEADER}
 
@@ -76,9 +82,9 @@ def budget_section(*, team: Mapping[str, Any], agents: Mapping[str, Mapping[str,
     Returns:
         The section's Markdown.
     """
-    plan = team.get("plan") or {}
-    if plan.get("status") != "approved" or not plan.get("complexity"):
+    if not _in_force(team):
         return ""
+    plan = team["plan"]
     complexity = plan["complexity"]
     reference = REFERENCES.get(complexity)
     members = _members(agents)
@@ -114,9 +120,10 @@ def with_budget(
         The messages to send (the system prompt gets the budget section, and a new
         overrun adds one notice at the end) and the notice to append to the history.
     """
-    section = budget_section(team=team, agents=agents, tokens=tokens_used(messages, agents))
-    if not section:
+    # NOTE: the tokens are counted over the whole history: only once a plan puts the budget in sight.
+    if not _in_force(team):
         return list(messages), []
+    section = budget_section(team=team, agents=agents, tokens=tokens_used(messages, agents))
     out = list(messages)
     if out and isinstance(out[0], SystemMessage):
         out[0] = SystemMessage(f"{out[0].text}\n\n{section}")

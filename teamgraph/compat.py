@@ -21,7 +21,6 @@ __all__ = [
     "CONFIG_KEY_READ",
     "CONFIG_KEY_READ_STATE",
     "DELTA_SNAPSHOT",
-    "DELTA_SNAPSHOT_EXT",
     "SQLITE_DELTA",
     "read_graph_state",
 ]
@@ -61,14 +60,6 @@ try:
     from langgraph.checkpoint.serde.types import _DeltaSnapshot as DELTA_SNAPSHOT
 except ImportError:  # NOTE: snapshots are then stored as LangGraph stores them (decoded whole on load)
     DELTA_SNAPSHOT = None
-
-DELTA_SNAPSHOT_EXT: int | None
-try:
-    # NOTE: the msgpack extension code LangGraph's serializer stores a snapshot under; the
-    # Team's saver's ancestor walk decodes only checkpoints whose bytes may hold one.
-    from langgraph.checkpoint.serde.jsonplus import EXT_DELTA_SNAPSHOT as DELTA_SNAPSHOT_EXT
-except ImportError:  # NOTE: the walk then decodes every checkpoint, as LangGraph's does
-    DELTA_SNAPSHOT_EXT = None
 
 
 def read_graph_state(config: RunnableConfig, channels: Sequence[str]) -> dict[str, Any]:

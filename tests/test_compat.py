@@ -35,12 +35,9 @@ def test_each_key_is_langgraphs_own_and_its_fallback_is_the_same_value():
     internals = importlib.import_module(PRIVATE)
     for name, value in KNOWN_VALUES.items():
         assert getattr(compat, name) == getattr(internals, name) == value, name
-    assert sorted(compat.__all__) == sorted(
-        [*KNOWN_VALUES, "DELTA_SNAPSHOT", "DELTA_SNAPSHOT_EXT", "SQLITE_DELTA", "read_graph_state"]
-    )
+    assert sorted(compat.__all__) == sorted([*KNOWN_VALUES, "DELTA_SNAPSHOT", "SQLITE_DELTA", "read_graph_state"])
     assert compat.SQLITE_DELTA is not None  # the Team's saver reads a thread's writes in one scan
     assert compat.DELTA_SNAPSHOT is not None  # and stores a snapshot of histories as batches
-    assert compat.DELTA_SNAPSHOT_EXT is not None  # its walk decodes only checkpoints that may hold one
 
 
 def test_a_release_without_the_private_names_falls_back_to_the_known_keys(monkeypatch):

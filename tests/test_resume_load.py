@@ -20,38 +20,39 @@ from typing_extensions import TypedDict
 from teamgraph import ScriptedChatModel, Team
 from teamgraph.checkpoints import open_sqlite_saver
 from teamgraph.checkpoints.collector import collector_paused
-from teamgraph.checkpoints.saver import TeamSqliteSaver, _may_hold_extension, _WalkSerde
+from teamgraph.checkpoints.saver import TeamSqliteSaver, _WalkSerde
 from teamgraph.checkpoints.serde import TeamSerializer
-from teamgraph.compat import DELTA_SNAPSHOT, DELTA_SNAPSHOT_EXT
+from teamgraph.compat import DELTA_SNAPSHOT
 from tests.test_saver_review import CHANNELS, plain
 from tests.test_think_ahead import two_members as script
 
-needs_snapshots = pytest.mark.skipif(
-    DELTA_SNAPSHOT is None or DELTA_SNAPSHOT_EXT is None, reason="this LangGraph has no DeltaChannel snapshots"
-)
+needs_snapshots = pytest.mark.skipif(DELTA_SNAPSHOT is None, reason="this LangGraph has no DeltaChannel snapshots")
 
 
 @pytest.fixture
 def collector_on():
-    was = gc.isenabled()
+    was, thresholds = gc.isenabled(), gc.get_threshold()
     gc.enable()
-    yield
+    yield thresholds
+    gc.set_threshold(*thresholds)
     (gc.enable if was else gc.disable)()
 
 
-# --- the collector ---------------------------------------------------------------
+def _paused() -> bool:
+    """Whether automatic collection is off by the pause (a young threshold of 0)."""
+    return gc.get_threshold()[0] == 0
 
 
 def test_the_collector_is_paused_for_the_block_and_back_after_it_even_on_an_error(collector_on):
     with collector_paused():
-        assert not gc.isenabled()
-    assert gc.isenabled()
+        assert _paused() and gc.isenabled()
+    assert gc.get_threshold() == collector_on
     with pytest.raises(KeyError), collector_paused():
         raise KeyError("load failed")
-    assert gc.isenabled()
+    assert gc.get_threshold() == collector_on
 
 
-def test_overlapping_pauses_of_several_threads_turn_it_on_once_the_last_one_ends(collector_on):
+def test_overlapping_pauses_of_several_threads_end_once_the_last_one_ends(collector_on):
     inside, leave = threading.Event(), threading.Event()
 
     def other_load() -> None:
@@ -64,18 +65,21 @@ def test_overlapping_pauses_of_several_threads_turn_it_on_once_the_last_one_ends
         worker.start()
         assert inside.wait(5)
         with collector_paused():
-            assert not gc.isenabled()
-    assert not gc.isenabled()  # NOTE: the other thread's load is still running
+            assert _paused()
+    assert _paused()  # NOTE: the other thread's load is still running
     leave.set()
     worker.join(5)
-    assert gc.isenabled()
+    assert gc.get_threshold() == collector_on
 
 
-def test_a_collector_the_user_turned_off_stays_off(collector_on):
+def test_the_users_switch_is_theirs_before_during_and_after_a_pause(collector_on):
     gc.disable()
     with collector_paused():
-        assert not gc.isenabled()
-    assert not gc.isenabled()
+        gc.enable()  # NOTE: the user's own call, made while a load is paused
+    assert gc.isenabled() and gc.get_threshold() == collector_on
+    with collector_paused():
+        gc.disable()
+    assert not gc.isenabled() and gc.get_threshold() == collector_on
 
 
 # --- the ancestor walk ------------------------------------------------------------
@@ -92,24 +96,30 @@ json_values = st.recursive(
 @given(
     value=json_values,
     padding=st.sampled_from([0, 1, 3, 7, 15, 200, 70_000]),
-    others=st.dictionaries(st.text(max_size=8), json_values, max_size=4),
+    snapshot=st.booleans(),
+    others=st.dictionaries(st.text(max_size=20), json_values, max_size=4),
+    versions=st.dictionaries(st.text(max_size=20), st.text(max_size=20), max_size=4),
 )
-def test_a_checkpoint_holding_a_snapshot_of_any_size_is_always_decoded(value, padding, others):
-    # NOTE: padding moves the snapshot through every msgpack extension header (fixext 1-16, ext 8/16/32).
-    snapshot = DELTA_SNAPSHOT([value, "\x07" * padding])
-    checkpoint = {"v": 4, "channel_values": {**others, "histories": snapshot}, "channel_versions": {"x": "\x07"}}
+def test_a_checkpoint_holding_a_walked_channel_is_always_decoded(value, padding, snapshot, others, versions):
+    """A snapshot of any size, or a plain value (from before the channel was a DeltaChannel)."""
+    held = [value, "\x07" * padding]  # NOTE: padding moves a snapshot through fixext 1-16 and ext 8/16/32
+    stored = DELTA_SNAPSHOT(held) if snapshot else held
+    checkpoint = {"v": 4, "channel_values": {**others, "histories": stored}, "channel_versions": versions}
     type_tag, blob = JsonPlusSerializer().dumps_typed(checkpoint)
-    assert _may_hold_extension(blob, DELTA_SNAPSHOT_EXT)
-    decoded = _WalkSerde(TeamSerializer()).loads_typed((type_tag, blob))
-    assert isinstance(decoded["channel_values"]["histories"], DELTA_SNAPSHOT)
+    decoded = _WalkSerde(TeamSerializer(), ["agents", "histories"]).loads_typed((type_tag, blob))
+    assert decoded["channel_values"]["histories"] == stored
 
 
-@needs_snapshots
-def test_a_checkpoint_without_a_snapshot_is_not_decoded_by_the_walk():
-    checkpoint = {"v": 4, "channel_values": {"team": {"a": [1, 7, "\x07"]}}, "channel_versions": {"team": "7"}}
+def test_a_checkpoint_without_a_walked_channel_is_not_decoded_by_the_walk():
+    # NOTE: the channels' names elsewhere (versions, versions seen) do not count.
+    checkpoint = {
+        "v": 4,
+        "channel_values": {"team": {"a": [1, 7, "agent"]}},
+        "channel_versions": {"team": "7", "histories": "3", "agents": "2"},
+        "versions_seen": {"router": {"histories": "3"}},
+    }
     type_tag, blob = JsonPlusSerializer().dumps_typed(checkpoint)
-    assert not _may_hold_extension(blob, DELTA_SNAPSHOT_EXT)
-    assert _WalkSerde(TeamSerializer()).loads_typed((type_tag, blob)) == {}
+    assert _WalkSerde(TeamSerializer(), ["agents", "histories"]).loads_typed((type_tag, blob)) == {}
 
 
 def _appended(current: list[int] | None, writes: list[list[int]]) -> list[int]:

@@ -38,6 +38,21 @@ def collector_on():
     (gc.enable if was else gc.disable)()
 
 
+def _load_held_in_another_thread() -> tuple[threading.Thread, threading.Event]:
+    """A load (a paused block) running in another thread until the returned event is set."""
+    inside, leave = threading.Event(), threading.Event()
+
+    def load() -> None:
+        with collector_paused():
+            inside.set()
+            leave.wait(10)
+
+    worker = threading.Thread(target=load)
+    worker.start()
+    assert inside.wait(5)
+    return worker, leave
+
+
 def _paused() -> bool:
     """Whether automatic collection is off by the pause (a young threshold of 0)."""
     return gc.get_threshold()[0] == 0
@@ -53,17 +68,8 @@ def test_the_collector_is_paused_for_the_block_and_back_after_it_even_on_an_erro
 
 
 def test_overlapping_pauses_of_several_threads_end_once_the_last_one_ends(collector_on):
-    inside, leave = threading.Event(), threading.Event()
-
-    def other_load() -> None:
-        with collector_paused():
-            inside.set()
-            leave.wait(5)
-
-    worker = threading.Thread(target=other_load)
     with collector_paused():
-        worker.start()
-        assert inside.wait(5)
+        worker, leave = _load_held_in_another_thread()
         with collector_paused():
             assert _paused()
     assert _paused()  # NOTE: the other thread's load is still running

@@ -29,6 +29,7 @@ from teamgraph.checkpoints.saver import TeamSqliteSaver
 from teamgraph.checkpoints.serde import HISTORY_APPEND_TYPE, TeamSerializer
 from teamgraph.nodes.model_view import ContextBudget, approximate_counter, model_view, view_entries
 from teamgraph.state import append_conversation
+from tests.test_resume_load import _load_held_in_another_thread
 from tests.test_saver_review import CHANNELS, assert_every_checkpoint_reads_as_langgraphs, plain, reference_graph
 from tests.test_think_ahead import two_members as script
 
@@ -45,21 +46,6 @@ def collector_on():
 def _collecting() -> bool:
     """Automatic collection is on: the switch, and no pause left behind (a young threshold of 0)."""
     return gc.isenabled() and gc.get_threshold()[0] > 0
-
-
-def _load_held_in_another_thread():
-    """A load (a paused block) running in another thread until the returned event is set."""
-    inside, leave = threading.Event(), threading.Event()
-
-    def load() -> None:
-        with collector_paused():
-            inside.set()
-            leave.wait(10)
-
-    worker = threading.Thread(target=load)
-    worker.start()
-    assert inside.wait(5)
-    return worker, leave
 
 
 class _Node:

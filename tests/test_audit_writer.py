@@ -1,9 +1,10 @@
-"""The log's writer threads and index: a fork, a failed write, a relative folder, an old day file's tail."""
+"""The log's writer threads and index: a fork, a failed write or flush, a relative folder, a day file's tail."""
 
 from __future__ import annotations
 
 import os
 import signal
+import threading
 from datetime import datetime
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import teamgraph.audit.log as audit_log
 import teamgraph.audit.writer as audit_writer
 from teamgraph import ScriptedChatModel, Team
 from teamgraph.audit.log import append_events
-from teamgraph.audit.records import LogEvent
+from teamgraph.audit.records import LogEvent, parse_line
 
 LEADER, MEMBER = "Team Leader", "Researcher_1"
 CONFIG = {"configurable": {"thread_id": "t"}}
@@ -177,3 +178,82 @@ def test_a_run_opens_its_log_index_as_it_starts_and_writes_lines_only_from_its_p
     opened = tmp_path / "other" / "logs"
     audit_log.open_log(opened)  # NOTE: opening alone writes no line
     assert (opened / audit_log.INDEX_FILE).exists() and not [p for p in opened.iterdir() if p.suffix == ".log"]
+
+
+def _flushes(monkeypatch: pytest.MonkeyPatch, *, fail: OSError | None = None) -> list[tuple[str, str]]:
+    """Spy on fdatasync: (thread name, file) per flush; with ``fail``, the first flush raises it."""
+    flushed: list[tuple[str, str]] = []
+    real = os.fdatasync
+
+    def fdatasync(fd: int) -> None:
+        flushed.append((threading.current_thread().name, os.readlink(f"/proc/self/fd/{fd}")))
+        if fail is not None and len(flushed) == 1:
+            raise fail
+        real(fd)
+
+    monkeypatch.setattr(audit_log.os, "fdatasync", fdatasync)
+    return flushed
+
+
+def test_a_router_pass_has_its_lines_before_they_are_flushed_and_they_are_flushed_on_the_flusher_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    order: list[str] = []
+    write = audit_log.write_committed
+
+    def writing(*args, **kwargs) -> list[str]:
+        order.append(f"lines sync={kwargs.get('sync', True)}")
+        return write(*args, **kwargs)
+
+    monkeypatch.setattr(audit_writer, "write_committed", writing)
+    flushed = _flushes(monkeypatch)
+    team = Team(
+        model=ScriptedChatModel({LEADER: [act(call("create_sub_agent", role_id="researcher")), "Done."]}), home=tmp_path
+    )
+    team.compile().invoke({"messages": [("user", "hi")]}, CONFIG)
+    audit_writer.write_committed_soon(team.runtime, team.state(CONFIG), CONFIG).result()
+    folder = audit_log.log_folder(team.runtime, CONFIG)
+    assert folder is not None
+    audit_writer._submit(folder, lambda: []).result()  # NOTE: the writer thread is idle: every flush is queued
+    audit_writer._FLUSHER[0].submit(lambda: None).result()  # NOTE: and every flush ran
+    assert order and set(order) == {"lines sync=False"}
+    (day,) = folder.glob("*.log")
+    assert flushed and {name.split("_")[0] for name, _ in flushed} == {"teamgraph-flush"}
+    assert {path for _, path in flushed} == {str(day)}
+
+
+def test_a_failed_flush_stops_the_folders_next_write_and_changes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    logs = tmp_path / "logs"
+    _flushes(monkeypatch, fail=OSError(5, "Input/output error"))
+    append_events(logs, "p", "t", NOW, _lines(2), sync=False)
+    audit_log.sync_appended(logs)  # NOTE: on the writer thread it has no caller to tell
+    (day,) = logs.glob("*.log")
+    with pytest.raises(OSError, match="Input/output"):
+        append_events(logs, "p", "t", NOW, _lines(1))
+    assert len(day.read_text().splitlines()) == 2
+    append_events(logs, "p", "t", NOW, _lines(1))  # NOTE: the disk flushes again: so do the writes
+    assert len(day.read_text().splitlines()) == 3
+
+
+def test_a_day_file_that_lost_its_tail_in_a_power_cut_says_so_once_and_goes_on(tmp_path: Path) -> None:
+    """A power cut between a commit and its flush: the index records more than the disk kept."""
+    logs = tmp_path / "logs"
+    append_events(logs, "p", "t", NOW, _lines(3), sync=False)
+    (day,) = logs.glob("*.log")
+    kept = day.read_text().splitlines()[:1]
+    day.write_text(kept[0] + "\n")  # NOTE: what the disk kept of the unflushed lines
+    audit_log._forget_open_indexes()  # NOTE: as in a new process after the cut
+    append_events(logs, "p", "t", NOW, _lines(1))
+    append_events(logs, "p", "t", NOW, _lines(1))
+    events = [parse_line(line) for line in day.read_text().splitlines()]
+    assert [(e.level, e.code) for e in events] == [
+        ("INFO", ""),
+        ("CRITICAL", "LOG_LOST"),
+        ("INFO", ""),
+        ("INFO", ""),
+    ]
+    audit_log._forget_open_indexes()
+    append_events(logs, "p", "t", NOW, _lines(1))  # NOTE: the index and the file agree again
+    assert [parse_line(line).code for line in day.read_text().splitlines()].count("LOG_LOST") == 1

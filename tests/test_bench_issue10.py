@@ -124,7 +124,9 @@ def test_issue10_targets_pass_and_miss_by_their_thresholds():
             makespan_over_critical=6.0,
             makespan_s=5.0,
         ),
-        _row("teamgraph", {"rounds": 100}, checkpoints=100, model_calls=100, overhead_ms_per_call=1.0),
+        # NOTE: 3 checkpoints per run on top of one per call: the slope is 1.00, the quotient not.
+        _row("teamgraph", {"rounds": 10}, checkpoints=13, model_calls=10, overhead_ms_per_call=1.0),
+        _row("teamgraph", {"rounds": 100}, checkpoints=103, model_calls=100, overhead_ms_per_call=1.0),
         _row(
             "teamgraph",
             {"rounds": 100, "saver": "teamgraph"},
@@ -167,6 +169,7 @@ def test_issue10_targets_pass_and_miss_by_their_thresholds():
     assert "langgraph-supervisor 6.00" in lognormal["note"]
     checkpoints = next(r for k, r in records.items() if k.startswith("checkpoints written"))
     assert (checkpoints["measured"], checkpoints["status"]) == ("1.00", "PASS")
+    assert "103 checkpoints for 100 calls (1.030), +3 per run" in checkpoints["note"]
     assert "langgraph-supervisor 3.00" in checkpoints["note"]
     ratio = next(r for k, r in records.items() if k.endswith("R = 100"))
     assert (ratio["measured"], ratio["status"]) == ("0.050", "PASS")
@@ -182,3 +185,16 @@ def test_issue10_targets_pass_and_miss_by_their_thresholds():
     assert missing["status"] == "n/a"
     table = targets_issue10.markdown(targets_issue10.evaluate(rows))
     assert table.count("\n") == len(targets_issue10.evaluate(rows)) + 1
+
+
+def test_checkpoints_per_call_are_judged_on_the_slope_between_run_lengths():
+    def record(rows: list[dict]) -> dict:
+        return targets_issue10.checkpoint_target(rows)
+
+    two_per_call = [
+        _row("teamgraph", {"rounds": 10}, checkpoints=23, model_calls=10),
+        _row("teamgraph", {"rounds": 100}, checkpoints=203, model_calls=100),
+    ]
+    assert (record(two_per_call)["measured"], record(two_per_call)["status"]) == ("2.00", "MISS")
+    only_long = [_row("teamgraph", {"rounds": 100}, checkpoints=100, model_calls=100)]
+    assert (record(only_long)["measured"], record(only_long)["status"]) == ("-", "n/a")

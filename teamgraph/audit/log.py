@@ -12,10 +12,18 @@ what was logged, in one SQLite transaction kept next to the log
    transaction never committed (a crash between the append and the commit);
    it is cut back to the recorded size (the file written to, at every append;
    every day file, when a process first opens the index and once a day);
-2. append the new lines (fsync), then commit the new sizes and the cursor.
+2. append the new lines, then commit the new sizes and the cursor;
+3. flush the appended files to disk (fdatasync): inline for a direct call, on the
+   writer thread after the pass's lines for a router pass (``sync=False`` and
+   ``sync_appended``), so a slow disk's flush is off the team's critical path.
 
 A crash before step 2's commit leaves the old cursor and a tail that the next
-writer cuts off and writes again: every line is written once, none is lost.
+writer cuts off and writes again: every line is written once, none is lost. A
+process killed after the commit loses nothing either (the lines are in the page
+cache). Only a power cut between step 2 and step 3 can leave a day file shorter
+than its recorded size: the next process to open the index says so in a CRITICAL
+``LOG_LOST`` line in that file (the checkpoints, at ``synchronous=NORMAL``, may
+then be older than the log too).
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ from langgraph.config import get_config
 
 from teamgraph.audit import rotation
 from teamgraph.audit.events import Cursor, derive_events, new_cursor
+from teamgraph.audit.lines import SYSTEM
 from teamgraph.audit.project import PROJECT_NAME_KEY, logs_dir, project_name
 from teamgraph.audit.records import TIME_FORMAT, LogEvent, format_line, parse_line
 
@@ -54,6 +63,7 @@ class _Index:
 
     def __init__(self, folder: Path) -> None:
         path = folder / INDEX_FILE
+        self.path = str(path)
         _private_file(path)
         self.lock = threading.Lock()
         self.recovered = False
@@ -96,7 +106,7 @@ def _open_index(folder: Path) -> _Index:
     key = folder.absolute()
     retired: list[_Index] = []
     with _OPEN_GUARD:
-        if key in _OPEN and (key / INDEX_FILE).exists():
+        if key in _OPEN and os.path.exists(_OPEN[key].path):
             _OPEN.move_to_end(key)
             return _OPEN[key]
         if (stale := _OPEN.pop(key, None)) is not None:  # NOTE: its folder was removed and made again
@@ -150,34 +160,89 @@ def open_log(folder: Path) -> list[str]:
 
 
 def _recover(db: sqlite3.Connection, folder: Path) -> dict[str, int]:
-    """Cut every day file back to its committed size; returns the sizes."""
+    """Cut every day file back to its committed size, and report one that lost its tail; returns the sizes."""
     sizes = dict(db.execute("SELECT name, size FROM files").fetchall())
     for path in rotation.day_files(folder):
         committed = sizes.get(path.name, 0)
-        if path.stat().st_size > committed:
+        size = path.stat().st_size
+        if size > committed:
             with open(path, "r+b") as handle:
                 handle.truncate(committed)
                 os.fsync(handle.fileno())
+        elif size < committed:
+            sizes[path.name] = _append(path, [_lost_line(path, committed - size)], committed=size)
+            db.execute("INSERT OR REPLACE INTO files VALUES (?, ?)", (path.name, sizes[path.name]))
     return sizes
+
+
+def _lost_line(path: Path, lost: int) -> str:
+    """The CRITICAL line for a day file whose last ``lost`` bytes never reached the disk."""
+    return format_line(
+        LogEvent(
+            time=datetime.now().strftime(TIME_FORMAT),
+            sender=SYSTEM,
+            receiver=SYSTEM,
+            kind="task",
+            content=f"{path.name}: its last {lost} bytes were lost (a power cut before they reached the disk)",
+            result="failed",
+            level="CRITICAL",
+            code="LOG_LOST",
+            error="day file shorter than its index",
+        )
+    )
 
 
 def _append(path: Path, lines: list[str], *, committed: int) -> int:
     """Append ``lines`` to ``path`` after cutting off any tail past its ``committed`` size; returns the new size."""
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, rotation.FILE_MODE)
     try:
-        os.fchmod(fd, rotation.FILE_MODE)  # NOTE: owner only, whatever the umask
-        if os.fstat(fd).st_size > committed:
+        stat = os.fstat(fd)
+        if stat.st_mode & 0o777 != rotation.FILE_MODE:
+            os.fchmod(fd, rotation.FILE_MODE)  # NOTE: owner only, whatever the umask
+        if stat.st_size > committed:
             os.ftruncate(fd, committed)  # NOTE: lines of a writer that crashed before its commit
         data = memoryview("".join(f"{line}\n" for line in lines).encode("utf-8"))
         while data:
             data = data[os.write(fd, data) :]
-        os.fdatasync(fd)  # NOTE: the lines are on disk before the index says so
+        with _UNSYNCED_GUARD:
+            _UNSYNCED.setdefault(path.parent.absolute(), set()).add(path)
         return os.lseek(fd, 0, os.SEEK_CUR)
     finally:
         os.close(fd)
 
 
-def append_events(folder: Path, project: str, thread: str, now: datetime, derive: Any) -> list[str]:
+_UNSYNCED: dict[Path, set[Path]] = {}
+"""Per logs folder, the day files appended to and not flushed to disk yet."""
+_UNSYNCED_GUARD = threading.Lock()
+_SYNC_FAILED: dict[Path, OSError] = {}
+"""Per logs folder, a flush that failed: the folder's next append raises it."""
+
+
+def sync_appended(folder: Path) -> None:
+    """Flush to disk (fdatasync) the day files of ``folder`` appended to since the last flush.
+
+    NOTE: a failure is kept and raised by the folder's next append: a flush on the writer
+    thread has no caller to tell, and a disk that cannot flush must stop the run.
+    """
+    key = folder.absolute()
+    with _UNSYNCED_GUARD:
+        paths = _UNSYNCED.pop(key, set())
+    for path in sorted(paths):
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            continue  # NOTE: removed meanwhile (rotation: past KEEP_DAYS)
+        try:
+            os.fdatasync(fd)
+        except OSError as exc:
+            _SYNC_FAILED[key] = exc
+        finally:
+            os.close(fd)
+
+
+def append_events(
+    folder: Path, project: str, thread: str, now: datetime, derive: Any, *, sync: bool = True
+) -> list[str]:
     """Append the events ``derive(cursor)`` returns, with the advanced cursor, exactly once.
 
     Args:
@@ -186,22 +251,34 @@ def append_events(folder: Path, project: str, thread: str, now: datetime, derive
         thread: The thread id (each thread has its own cursor).
         now: The clock's time: the day file written to, and when old files are archived.
         derive: ``cursor -> (events, new cursor)``.
+        sync: Flush the lines to disk before returning; with False the caller calls
+            ``sync_appended`` later (the router's writer thread, after the pass has its lines).
 
     Returns:
         The lines written.
+
+    Raises:
+        OSError: A deferred flush of this folder failed (the disk may have lost lines).
     """
+    if (failed := _SYNC_FAILED.pop(folder.absolute(), None)) is not None:
+        raise failed
+    path = rotation.day_file(folder, project, now.date())
     with _index(folder) as db:
-        row = db.execute("SELECT cursor, maintained FROM cursors WHERE thread = ?", (thread,)).fetchone()
-        cursor: Cursor = json.loads(row[0]) if row else new_cursor()
+        # NOTE: one statement for the cursor and the day file's size: each one hands the GIL
+        # over and back while the team's steps run.
+        saved, maintained, recorded = db.execute(
+            "SELECT (SELECT cursor FROM cursors WHERE thread = ?), (SELECT maintained FROM cursors WHERE thread = ?),"
+            " (SELECT size FROM files WHERE name = ?)",
+            (thread, thread, path.name),
+        ).fetchone()
+        cursor: Cursor = json.loads(saved) if saved is not None else new_cursor()
         events, advanced = derive(cursor)
         lines = [format_line(event) for event in events]
         if lines:
-            path = rotation.day_file(folder, project, now.date())
-            recorded = db.execute("SELECT size FROM files WHERE name = ?", (path.name,)).fetchone()
-            size = _append(path, lines, committed=recorded[0] if recorded else 0)
+            size = _append(path, lines, committed=recorded or 0)
             db.execute("INSERT OR REPLACE INTO files VALUES (?, ?)", (path.name, size))
         today = now.date().isoformat()
-        if row is None or row[1] != today:
+        if saved is None or maintained != today:
             _recover(db, folder)
             rotation.maintain(folder, project, now.date())
             existing = {p.name for p in rotation.day_files(folder)}
@@ -210,11 +287,18 @@ def append_events(folder: Path, project: str, thread: str, now: datetime, derive
                 [(n,) for (n,) in db.execute("SELECT name FROM files") if n not in existing],
             )
         db.execute("INSERT OR REPLACE INTO cursors VALUES (?, ?, ?)", (thread, json.dumps(advanced), today))
+    if sync:
+        sync_appended(folder)
     return lines
 
 
 def write_committed(
-    runtime: Any, state: Mapping[str, Any], config: RunnableConfig | None = None, *, folder: Path | None = None
+    runtime: Any,
+    state: Mapping[str, Any],
+    config: RunnableConfig | None = None,
+    *,
+    folder: Path | None = None,
+    sync: bool = True,
 ) -> list[str]:
     """Log what committed ``state`` adds to the thread's collaboration log.
 
@@ -227,6 +311,7 @@ def write_committed(
         state: Committed state values of the thread.
         config: The run's config; the current LangGraph config when None.
         folder: The logs folder, when the caller has it (``log_folder``); found from the config otherwise.
+        sync: Flush the lines to disk before returning (see ``append_events``).
 
     Returns:
         The lines written (empty when ``Policy.log`` is off, or the run names no
@@ -244,7 +329,7 @@ def write_committed(
     def derive(cursor: Cursor) -> tuple[list[LogEvent], Cursor]:
         return derive_events(state, cursor, now=stamp, policy=runtime.policy)
 
-    return append_events(folder, project_name(config), thread, now, derive)
+    return append_events(folder, project_name(config), thread, now, derive, sync=sync)
 
 
 def log_folder(runtime: Any, config: RunnableConfig) -> Path | None:

@@ -37,11 +37,44 @@ def _submit(key: Path, fn: Callable[..., list[str]], *args: Any, **kwargs: Any) 
         return writer.submit(fn, *args, **kwargs)
 
 
+_FLUSHER: list[ThreadPoolExecutor] = []
+_FLUSH_QUEUED: set[Path] = set()
+_FLUSH_GUARD = threading.Lock()
+
+
+def flush_soon(folder: Path) -> Future[None] | None:
+    """Flush the day files ``folder``'s writes appended (``sync_appended``) on the flusher thread.
+
+    NOTE: a thread of its own, not the folder's writer: a slow disk's flush (0.2-3 ms here)
+    must not hold up the next pass's lines. A flush queued and not started yet covers
+    every append before it runs, so none is queued twice.
+
+    Returns:
+        The queued flush, or None when one was queued already.
+    """
+    with _FLUSH_GUARD:
+        if folder in _FLUSH_QUEUED:
+            return None
+        _FLUSH_QUEUED.add(folder)
+        if not _FLUSHER:
+            _FLUSHER.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix="teamgraph-flush"))
+        return _FLUSHER[0].submit(_flush, folder)
+
+
+def _flush(folder: Path) -> None:
+    with _FLUSH_GUARD:
+        _FLUSH_QUEUED.discard(folder)
+    audit_log.sync_appended(folder)
+
+
 def _forget_writers() -> None:
-    """In a forked child: the parent's writer threads do not exist there."""
-    global _WRITERS_GUARD
+    """In a forked child: the parent's writer and flusher threads do not exist there."""
+    global _WRITERS_GUARD, _FLUSH_GUARD
     _WRITERS_GUARD = threading.Lock()
     _WRITERS.clear()
+    _FLUSH_GUARD = threading.Lock()
+    _FLUSHER.clear()
+    _FLUSH_QUEUED.clear()
 
 
 os.register_at_fork(after_in_child=_forget_writers)
@@ -61,7 +94,7 @@ def open_log_soon(runtime: Any, config: RunnableConfig) -> None:
 
 
 def write_committed_soon(runtime: Any, state: Mapping[str, Any], config: RunnableConfig) -> Future[list[str]]:
-    """``write_committed`` on the folder's writer thread; wait for the result before the pass ends.
+    """``write_committed`` on the folder's writer thread (flushed after); wait for it before the pass ends.
 
     NOTE: the router waits for it before it takes the finished steps, so a failed write
     leaves them in the pool (a retried pass takes them, nothing runs twice), and the
@@ -83,4 +116,9 @@ def write_committed_soon(runtime: Any, state: Mapping[str, Any], config: Runnabl
         done.set_result([])
         return done
     # NOTE: the folder is fixed now: a chdir before the write must not move a relative home.
-    return _submit(folder, write_committed, runtime, state, config, folder=folder)
+    # NOTE: the pass waits for the lines and the index, not for the disk: they are flushed
+    # once written, on the flusher thread (a process killed in between loses nothing: the
+    # page cache has the lines).
+    written = _submit(folder, write_committed, runtime, state, config, folder=folder, sync=False)
+    written.add_done_callback(lambda _: flush_soon(folder))
+    return written

@@ -19,7 +19,7 @@ from teamgraph.nodes.agent_step import RoleStep, build_role_step
 from teamgraph.nodes.human_gate import make_human_gate
 from teamgraph.roles import Role
 from teamgraph.runtime import TeamRuntime
-from teamgraph.state import RouterInput, TeamInput, TeamOutput, TeamState
+from teamgraph.state import RouteInput, RouterInput, TeamInput, TeamOutput, TeamState
 
 ROUTER = "router"
 HUMAN_NODE = "human"
@@ -60,8 +60,8 @@ def build_team_graph(runtime: TeamRuntime, *, checkpointer: Any = None) -> Compi
     builder.add_node(HUMAN_NODE, make_human_gate(runtime))
     builder.add_edge(HUMAN_NODE, ROUTER)
 
-    # NOTE: typed with RouterInput, the edge reads three channels instead of the whole state.
-    def route(state: RouterInput) -> str:
+    # NOTE: typed with RouteInput, the edge reads one channel instead of the whole state.
+    def route(state: RouteInput) -> str:
         team = state["team"]
         if team.get("human"):
             # NOTE: with Policy.pause="immediately" steps may be in flight: they go on in the

@@ -91,8 +91,9 @@ def _forget_open_indexes() -> None:
     NOTE: SQLite forbids using a connection across fork(), closing included (a rollback
     could touch the WAL index the parent shares): they are kept referenced, not closed.
     """
-    global _OPEN_GUARD
+    global _OPEN_GUARD, _UNSYNCED_GUARD
     _OPEN_GUARD = threading.Lock()
+    _UNSYNCED_GUARD = threading.Lock()  # NOTE: a writer or the flusher may have held it at the fork
     _INHERITED.extend(_OPEN.values())
     _OPEN.clear()
 
@@ -143,7 +144,7 @@ def _index(folder: Path) -> Iterator[sqlite3.Connection]:
             db.execute("BEGIN IMMEDIATE")
             try:
                 if not index.recovered:
-                    _recover(db, folder)  # NOTE: a writer of another process may have crashed mid-append
+                    _recover_alone(db, folder)  # NOTE: a writer of another process may have crashed mid-append
                     index.recovered = True
                 yield db
             except BaseException:
@@ -173,6 +174,17 @@ def _recover(db: sqlite3.Connection, folder: Path) -> dict[str, int]:
             sizes[path.name] = _append(path, [_lost_line(path, committed - size)], committed=size)
             db.execute("INSERT OR REPLACE INTO files VALUES (?, ?)", (path.name, sizes[path.name]))
     return sizes
+
+
+def _recover_alone(db: sqlite3.Connection, folder: Path) -> None:
+    """``_recover`` in a transaction of its own, inside the caller's (open) one.
+
+    NOTE: recovery may append a LOG_LOST line: committed at once, a failure of the
+    caller's own writes cannot roll its size back under it (a torn line, a lost report).
+    """
+    _recover(db, folder)
+    db.execute("COMMIT")
+    db.execute("BEGIN IMMEDIATE")
 
 
 def _lost_line(path: Path, lost: int) -> str:
@@ -227,17 +239,32 @@ def sync_appended(folder: Path) -> None:
     key = folder.absolute()
     with _UNSYNCED_GUARD:
         paths = _UNSYNCED.pop(key, set())
+    failed: set[Path] = set()
     for path in sorted(paths):
         try:
-            fd = os.open(path, os.O_RDONLY)
+            _flush_file(path)
         except FileNotFoundError:
             continue  # NOTE: removed meanwhile (rotation: past KEEP_DAYS)
-        try:
-            os.fdatasync(fd)
         except OSError as exc:
             _SYNC_FAILED[key] = exc
-        finally:
-            os.close(fd)
+            failed.add(path)
+    if failed:
+        with _UNSYNCED_GUARD:  # NOTE: flushed again by the next flush
+            _UNSYNCED.setdefault(key, set()).update(failed)
+
+
+def _flush_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fdatasync(fd)
+    finally:
+        os.close(fd)
+
+
+def _raise_failed_flush(folder: Path) -> None:
+    """Raise (once) the error of a flush of ``folder`` that failed."""
+    if (failed := _SYNC_FAILED.pop(folder.absolute(), None)) is not None:
+        raise failed
 
 
 def append_events(
@@ -260,26 +287,22 @@ def append_events(
     Raises:
         OSError: A deferred flush of this folder failed (the disk may have lost lines).
     """
-    if (failed := _SYNC_FAILED.pop(folder.absolute(), None)) is not None:
-        raise failed
+    _raise_failed_flush(folder)
     path = rotation.day_file(folder, project, now.date())
+    today = now.date().isoformat()
     with _index(folder) as db:
-        # NOTE: one statement for the cursor and the day file's size: each one hands the GIL
-        # over and back while the team's steps run.
-        saved, maintained, recorded = db.execute(
-            "SELECT (SELECT cursor FROM cursors WHERE thread = ?), (SELECT maintained FROM cursors WHERE thread = ?),"
-            " (SELECT size FROM files WHERE name = ?)",
-            (thread, thread, path.name),
-        ).fetchone()
+        saved, maintained, recorded = _where_logged(db, thread, path.name)
+        daily = saved is None or maintained != today
+        if daily:
+            _recover_alone(db, folder)  # NOTE: it may have recorded this file's size anew
+            saved, maintained, recorded = _where_logged(db, thread, path.name)
         cursor: Cursor = json.loads(saved) if saved is not None else new_cursor()
         events, advanced = derive(cursor)
         lines = [format_line(event) for event in events]
         if lines:
             size = _append(path, lines, committed=recorded or 0)
             db.execute("INSERT OR REPLACE INTO files VALUES (?, ?)", (path.name, size))
-        today = now.date().isoformat()
-        if saved is None or maintained != today:
-            _recover(db, folder)
+        if daily:
             rotation.maintain(folder, project, now.date())
             existing = {p.name for p in rotation.day_files(folder)}
             db.executemany(
@@ -289,7 +312,20 @@ def append_events(
         db.execute("INSERT OR REPLACE INTO cursors VALUES (?, ?, ?)", (thread, json.dumps(advanced), today))
     if sync:
         sync_appended(folder)
+        _raise_failed_flush(folder)
     return lines
+
+
+def _where_logged(db: sqlite3.Connection, thread: str, day_file: str) -> tuple[str | None, str | None, int | None]:
+    """The thread's cursor (JSON) and the day its folder was last maintained, and ``day_file``'s recorded size.
+
+    NOTE: one statement: each one hands the GIL over and back while the team's steps run.
+    """
+    return db.execute(
+        "SELECT (SELECT cursor FROM cursors WHERE thread = ?), (SELECT maintained FROM cursors WHERE thread = ?),"
+        " (SELECT size FROM files WHERE name = ?)",
+        (thread, thread, day_file),
+    ).fetchone()
 
 
 def write_committed(

@@ -58,7 +58,12 @@ def flush_soon(folder: Path) -> Future[None] | None:
         _FLUSH_QUEUED.add(folder)
         if not _FLUSHER:
             _FLUSHER.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix="teamgraph-flush"))
-        return _FLUSHER[0].submit(_flush, folder)
+        try:
+            return _FLUSHER[0].submit(_flush, folder)
+        except RuntimeError:  # NOTE: the interpreter is exiting (no new thread work): flush here
+            _FLUSH_QUEUED.discard(folder)
+    audit_log.sync_appended(folder)
+    return None
 
 
 def _flush(folder: Path) -> None:

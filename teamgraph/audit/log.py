@@ -172,6 +172,7 @@ def _recover(db: sqlite3.Connection, folder: Path) -> dict[str, int]:
                 os.fsync(handle.fileno())
         elif size < committed:
             sizes[path.name] = _append(path, [_lost_line(path, committed - size)], committed=size)
+            _flush_file(path)  # NOTE: like the cut above: recovery leaves its files on disk
             db.execute("INSERT OR REPLACE INTO files VALUES (?, ?)", (path.name, sizes[path.name]))
     return sizes
 
@@ -216,8 +217,6 @@ def _append(path: Path, lines: list[str], *, committed: int) -> int:
         data = memoryview("".join(f"{line}\n" for line in lines).encode("utf-8"))
         while data:
             data = data[os.write(fd, data) :]
-        with _UNSYNCED_GUARD:
-            _UNSYNCED.setdefault(path.parent.absolute(), set()).add(path)
         return os.lseek(fd, 0, os.SEEK_CUR)
     finally:
         os.close(fd)
@@ -301,6 +300,8 @@ def append_events(
         lines = [format_line(event) for event in events]
         if lines:
             size = _append(path, lines, committed=recorded or 0)
+            with _UNSYNCED_GUARD:
+                _UNSYNCED.setdefault(folder.absolute(), set()).add(path)
             db.execute("INSERT OR REPLACE INTO files VALUES (?, ?)", (path.name, size))
         if daily:
             rotation.maintain(folder, project, now.date())

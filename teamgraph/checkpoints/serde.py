@@ -148,10 +148,6 @@ class TeamSerializer(JsonPlusSerializer):
             }
         )
 
-    def replayed(self, channel: str, task_ids: list[str], types: list[str], blobs: list[bytes]) -> list[Any]:
-        """A channel's stored writes as ``(task_id, channel, value)``, for a DeltaChannel to replay."""
-        return self.unfolded(channel, self.folded(task_ids, types, blobs))
-
     def folded(self, task_ids: list[str], types: list[str], blobs: list[bytes]) -> list[FoldedWrite]:
         """A channel's stored writes with each run of histories or records writes folded into one.
 

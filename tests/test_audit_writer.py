@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from collections import Counter
 from datetime import datetime
 from pathlib import Path
 
@@ -257,3 +258,37 @@ def test_a_day_file_that_lost_its_tail_in_a_power_cut_says_so_once_and_goes_on(t
     audit_log._forget_open_indexes()
     append_events(logs, "p", "t", NOW, _lines(1))  # NOTE: the index and the file agree again
     assert [parse_line(line).code for line in day.read_text().splitlines()].count("LOG_LOST") == 1
+
+
+def test_two_threads_of_one_project_log_at_the_same_moment_each_line_once_and_all_flushed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two runs share the project's day file and index: their passes and flushes interleave."""
+    script = {
+        LEADER: [act(call("create_sub_agent", role_id="researcher", task="Survey.")), *quiet()],
+        MEMBER: [act(call("sleep", seconds=0)), "Survey done."],
+    }
+
+    def run(home: Path, thread: str) -> None:
+        config = {"configurable": {"thread_id": thread, "project_name": "shared"}}
+        Team(model=ScriptedChatModel(script), home=home).compile().invoke({"messages": [("user", "Go")]}, config)
+
+    def lines(home: Path) -> Counter:
+        folder = home / "project" / "shared" / "logs"
+        events = [parse_line(line) for path in folder.glob("*.log") for line in path.read_text().splitlines()]
+        return Counter((e.sender, e.receiver, e.kind, e.content) for e in events)
+
+    run(tmp_path / "one", "alone")
+    flushed = _flushes(monkeypatch)
+    home = tmp_path / "two"
+    workers = [threading.Thread(target=run, args=(home, thread)) for thread in ("a", "b")]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=60)
+    audit_writer._FLUSHER[0].submit(lambda: None).result()  # NOTE: every flush queued so far ran
+    alone = lines(tmp_path / "one")
+    assert lines(home) == alone + alone  # NOTE: each run's lines once: none lost, none doubled
+    folder = (home / "project" / "shared" / "logs").absolute()
+    (day,) = folder.glob("*.log")
+    assert str(day) in {path for _, path in flushed} and not audit_log._UNSYNCED.get(folder)

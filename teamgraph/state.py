@@ -196,8 +196,8 @@ class RouterInput(TypedDict, total=False):
 
     NOTE: the router reads the rest of the state through its task's channel reader,
     so its runs in a trace (LangSmith) or a debug stream carry this superstep's
-    effects and the roster, not every agent's history. Its routing edge reads
-    ``RouteInput``.
+    effects and the roster, not every agent's history. It routes by ``Command(goto=...)``,
+    not by an edge (an edge reads every channel afresh).
     """
 
     outbox: Annotated[list[dict[str, Any]], Topic(dict)]
@@ -205,14 +205,4 @@ class RouterInput(TypedDict, total=False):
         dict[str, dict[str, Any]],
         DeltaChannel(merge_records, snapshot_frequency=ROSTER_SNAPSHOT_FREQUENCY),
     ]
-    team: dict[str, Any]
-
-
-class RouteInput(TypedDict):
-    """What the router's outgoing edge reads: the team book alone.
-
-    NOTE: an edge reads its channels *fresh* (copies with the node's writes applied), so a
-    roster it does not need would be copied and folded after every pass.
-    """
-
     team: dict[str, Any]

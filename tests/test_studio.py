@@ -311,8 +311,10 @@ def test_graph_shows_the_router_and_the_human_gate(studio_server: DevServer) -> 
     # so the team's graph is router ⇄ human; who did what is in the state and the stream.
     client = get_sync_client(url=studio_server.url)
     assistant_id = _assistant_id(client)
-    flat = {n["id"] for n in client.assistants.get_graph(assistant_id)["nodes"]}
-    assert flat == {"__start__", "router", "human", "__end__"}
+    drawn = client.assistants.get_graph(assistant_id)
+    assert {n["id"] for n in drawn["nodes"]} == {"__start__", "router", "human", "__end__"}
+    edges = {(e["source"], e["target"]) for e in drawn["edges"]}
+    assert {("router", "human"), ("router", "__end__"), ("human", "router")} <= edges
 
 
 def test_stream_tags_tokens_with_the_agent(studio_server: DevServer) -> None:
@@ -369,6 +371,10 @@ def test_a_pause_for_a_person_is_answered_through_the_api(langgraph_dev: Callabl
     value = [i for task in state["tasks"] for i in task.get("interrupts", [])][0]["value"]
     assert "unknown request id 'plan_9'" in value["error"]
     assert state["values"]["requests"]["plan_1"]["status"] == "pending"
+
+    # An edit in Studio's state editor keeps the run paused at the gate (the router routes by Command).
+    client.threads.update_state(thread["thread_id"], {"messages": []})
+    assert client.threads.get_state(thread["thread_id"])["next"] == ["human"]
 
     client.runs.wait(
         thread["thread_id"],

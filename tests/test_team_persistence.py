@@ -10,6 +10,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
@@ -416,3 +417,29 @@ def test_every_model_call_carries_the_agent_and_role_metadata(make_team):
     calls = {name: sum(1 for agent, _ in pairs if agent == name) for name in expected_roles}
     assert calls == ai_counts
     assert (calls["UI Operator_1"], calls["UI Operator_2"], calls["Researcher_1"]) == (2, 1, 3)
+
+
+def test_teams_opening_one_fresh_home_at_the_same_moment_all_open_it(tmp_path):
+    """Switching a file SQLite is creating to WAL is refused at once (no busy handler): it is retried."""
+    from teamgraph.checkpoints.saver import connect
+
+    failures: list[BaseException] = []
+    # NOTE: the refusal needs a close race (1 fresh file in ~20 before the fix): 20 files.
+    for trial in range(20):
+        path = tmp_path / f"{trial}.sqlite"
+        start = threading.Barrier(8)
+
+        def open_it(path: Path = path, start: threading.Barrier = start) -> None:
+            start.wait()
+            try:
+                connect(path).close()
+            except BaseException as exc:  # noqa: BLE001 - collected for the assertion
+                failures.append(exc)
+
+        workers = [threading.Thread(target=open_it) for _ in range(8)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join(timeout=60)
+        assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    assert failures == []

@@ -65,6 +65,34 @@ def test_a_state_edited_during_a_pause_still_goes_to_the_human_gate_and_takes_th
     assert values["messages"][-1].content == "Going with blue."
 
 
+def test_edits_keep_the_thread_going_where_the_router_sent_it(tmp_path: Path) -> None:
+    """An edit made as the router gets the router's Command: paused stays paused, a finished
+    thread stays finished, and an edit naming another node is left as it is. (The async
+    path is run by ``langgraph dev`` in ``tests/test_studio.py``.)"""
+    script = {LEADER: [act(call("ask_user", question="Blue or red?")), "Going with blue."]}
+    team = Team(model=ScriptedChatModel(script), home=tmp_path, policy=COMPLETIONS, clock=FakeClock())
+    graph = team.compile()
+    config = {"configurable": {"thread_id": "edits"}}
+    graph.invoke({"messages": [("user", "Design a logo")]}, config)
+
+    graph.update_state(config, {"messages": []}, as_node="router")
+    assert graph.get_state(config).next == ("human",)
+
+    graph.invoke(Command(resume={"ask_1": "Blue"}), config)
+    assert graph.get_state(config).next == ()
+    graph.update_state(config, {"messages": []})
+    assert graph.get_state(config).next == ()
+    graph.update_state(config, {"messages": []}, as_node="human")  # NOTE: the gate's own edge: to the router
+    assert graph.get_state(config).next == ("router",)
+
+    # A fork of the paused checkpoint (the history's, by its id) is paused at the gate too, and answered.
+    paused = next(s for s in graph.get_state_history(config) if s.next == ("human",))
+    fork = graph.update_state(paused.config, {"messages": []})
+    assert graph.get_state(fork).next == ("human",)
+    graph.invoke(Command(resume={"ask_1": "Red"}), fork)
+    assert graph.get_state(config).values["requests"]["ask_1"]["status"] == "answered"  # NOTE: the newest
+
+
 # --- 5b8afb5: traced runs opened by the pass ------------------------------------------
 
 

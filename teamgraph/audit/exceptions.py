@@ -157,19 +157,24 @@ def _signature(ai: AIMessage) -> str:
     return json.dumps([[c["name"], c["args"]] for c in ai.tool_calls], sort_keys=True, default=str)
 
 
-def repeat_streak(history: Sequence[AnyMessage], end: int | None = None) -> tuple[int, str]:
-    """How many of the latest turns made the very same tool calls, and those calls in short."""
+def repeat_streak(history: Sequence[AnyMessage], end: int | None = None) -> tuple[int, AIMessage | None]:
+    """How many of the latest turns made the very same tool calls, and the newest of them."""
     blocks = iter_blocks(history, end)
     newest = next(blocks, None)
     if newest is None or not newest[0].tool_calls or all(c["name"] in POLLING_TOOLS for c in newest[0].tool_calls):
-        return 0, ""
+        return 0, None
     first, streak = _signature(newest[0]), 1
     for ai, _ in blocks:
         if _signature(ai) != first:
             break
         streak += 1
-    calls = ", ".join(f"{c['name']}({clip(json.dumps(c['args'], default=str), 80)})" for c in newest[0].tool_calls)
-    return streak, calls
+    return streak, newest[0]
+
+
+def _calls_in_short(ai: AIMessage | None) -> str:
+    # NOTE: built only for a rule that fires: every step and every log pass judge a turn.
+    calls = ai.tool_calls if ai is not None else []
+    return ", ".join(f"{c['name']}({clip(json.dumps(c['args'], default=str), 80)})" for c in calls)
 
 
 @dataclass(frozen=True)
@@ -195,11 +200,11 @@ def triggered(policy: Policy, name: str, history: Sequence[AnyMessage], end: int
     """
     member = name != LEADER
     found: list[Trigger] = []
-    repeats, calls = repeat_streak(history, end)
+    repeats, newest = repeat_streak(history, end)
     if member and repeats >= policy.loop_stop:
-        return [Trigger(LOOP_STOP, repeats, calls)]
+        return [Trigger(LOOP_STOP, repeats, _calls_in_short(newest))]
     if repeats == policy.loop_warn:
-        found.append(Trigger(LOOP_WARNING, repeats, calls))
+        found.append(Trigger(LOOP_WARNING, repeats, _calls_in_short(newest)))
     if member and (files := tail_streak(history, FILE_TOOLS, _failed, end)) == policy.file_failures:
         found.append(Trigger(FILE_FAILURES, files))
     if member and (timeouts := tail_streak(history, SEND_TOOLS, _timed_out, end)) == policy.send_timeouts:

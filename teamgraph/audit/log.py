@@ -45,8 +45,9 @@ from langgraph.config import get_config
 from teamgraph.audit import rotation
 from teamgraph.audit.events import Cursor, derive_events, new_cursor
 from teamgraph.audit.lines import SYSTEM
-from teamgraph.audit.project import PROJECT_NAME_KEY, logs_dir, project_name
+from teamgraph.audit.project import PROJECT_NAME_KEY, absolute_logs_dir, logs_dir, project_name
 from teamgraph.audit.records import TIME_FORMAT, LogEvent, format_line, parse_line
+from teamgraph.checkpoints.saver import set_wal
 
 INDEX_FILE = ".collaboration.sqlite"
 BUSY_TIMEOUT = 30.0
@@ -69,7 +70,7 @@ class _Index:
         self.recovered = False
         self.closed = False
         self.db = sqlite3.connect(path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False)
-        self.db.execute("PRAGMA journal_mode=WAL")
+        set_wal(self.db)
         # NOTE: NORMAL is enough: an index commit lost by a power cut leaves the index behind the
         # (fsynced) log file, and the next writer cuts the file back and writes those lines again.
         self.db.execute("PRAGMA synchronous=NORMAL")
@@ -379,7 +380,7 @@ def log_folder(runtime: Any, config: RunnableConfig) -> Path | None:
     if not runtime.policy.log or not (configurable.get("thread_id") or configurable.get(PROJECT_NAME_KEY)):
         return None
     # NOTE: absolute, never resolved: a relative home must keep naming the same folder after a chdir.
-    return logs_dir(runtime.home, config).absolute()
+    return absolute_logs_dir(runtime.home, config)
 
 
 def flush_log(team: Any, config: RunnableConfig) -> list[str]:

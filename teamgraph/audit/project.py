@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import os
 import re
 from pathlib import Path
 
@@ -43,3 +45,19 @@ def project_dir(home: Path, config: RunnableConfig) -> Path:
 def logs_dir(home: Path, config: RunnableConfig) -> Path:
     """``<home>/project/<project_name>/logs``: where the collaboration log lives."""
     return project_dir(home, config) / LOGS_DIR
+
+
+def absolute_logs_dir(home: Path | str, config: RunnableConfig) -> Path:
+    """``logs_dir`` made absolute against the current directory, never resolved.
+
+    NOTE: never resolved: a relative home must keep naming the same folder after a chdir.
+    """
+    home = str(home)
+    # NOTE: no getcwd for an absolute home: `langgraph dev` flags it as blocking in its event loop.
+    return _absolute_logs_dir(home, project_name(config), "" if os.path.isabs(home) else os.getcwd())
+
+
+@functools.lru_cache(maxsize=256)
+def _absolute_logs_dir(home: str, project: str, cwd: str) -> Path:
+    # NOTE: cached: every router pass asks, and building the path was ~2 % of a pass's CPU.
+    return Path(cwd, home, "project", project, LOGS_DIR)

@@ -20,6 +20,9 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
+import sqlite3
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -27,7 +30,7 @@ from pathlib import Path
 import aiosqlite
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from teamgraph.checkpoints.saver import BUSY_TIMEOUT_MS
+from teamgraph.checkpoints.saver import BUSY_TIMEOUT_MS, WAL_RETRY_SECONDS, wal_busy
 from teamgraph.checkpoints.serde import TeamSerializer
 
 __all__ = ["open_async_sqlite_saver"]
@@ -35,10 +38,17 @@ __all__ = ["open_async_sqlite_saver"]
 
 async def _connect(path: Path) -> aiosqlite.Connection:
     """Open the SQLite file in WAL mode with a busy timeout (as ``saver.connect``)."""
-    conn = await aiosqlite.connect(path)
+    conn = await aiosqlite.connect(path, timeout=BUSY_TIMEOUT_MS / 1000)
     try:
-        await conn.execute("PRAGMA journal_mode=WAL")
-        await conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+        while True:
+            try:
+                await conn.execute("PRAGMA journal_mode=WAL")
+                break
+            except sqlite3.OperationalError as exc:
+                if not wal_busy(exc) or time.monotonic() > deadline:
+                    raise
+            await asyncio.sleep(WAL_RETRY_SECONDS)
         await conn.execute("PRAGMA synchronous=NORMAL")
     except BaseException:
         await conn.close()

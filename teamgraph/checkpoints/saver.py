@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,17 +21,40 @@ from teamgraph.compat import SQLITE_DELTA
 
 DB_FILE = "teamgraph.sqlite"
 BUSY_TIMEOUT_MS = 10_000
+WAL_RETRY_SECONDS = 0.005
 
 
 def connect(path: str | Path) -> sqlite3.Connection:
     """Open the SQLite file in WAL mode with a busy timeout (several processes may open it)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(path, check_same_thread=False)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False)
+    set_wal(conn)
     conn.execute("PRAGMA synchronous=NORMAL")
     return conn
+
+
+def wal_busy(exc: sqlite3.OperationalError) -> bool:
+    """Whether switching to WAL failed only because another connection held the file.
+
+    NOTE: SQLite answers a journal-mode change with SQLITE_BUSY at once, without the busy
+    handler, while another connection creates or switches the same file (two teams
+    compiled at the same moment on a fresh home).
+    """
+    return "locked" in str(exc) or "busy" in str(exc)
+
+
+def set_wal(conn: sqlite3.Connection) -> None:
+    """Switch ``conn``'s file to WAL, waiting (up to the busy timeout) for another connection's switch."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if not wal_busy(exc) or time.monotonic() > deadline:
+                raise
+        time.sleep(WAL_RETRY_SECONDS)
 
 
 _CHECKPOINT_SQL = (

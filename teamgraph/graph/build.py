@@ -14,15 +14,14 @@ from langgraph.graph.state import CompiledStateGraph
 from teamgraph.audit.writer import open_log_soon
 from teamgraph.compat import CONFIG_KEY_DURABILITY
 from teamgraph.graph.guarded import guarded
-from teamgraph.graph.router import make_router
+from teamgraph.graph.router import HUMAN_NODE, ROUTER_NODE, make_router, next_node
 from teamgraph.nodes.agent_step import RoleStep, build_role_step
 from teamgraph.nodes.human_gate import make_human_gate
 from teamgraph.roles import Role
 from teamgraph.runtime import TeamRuntime
-from teamgraph.state import RouteInput, RouterInput, TeamInput, TeamOutput, TeamState
+from teamgraph.state import RouterInput, TeamInput, TeamOutput, TeamState
 
-ROUTER = "router"
-HUMAN_NODE = "human"
+ROUTER = ROUTER_NODE
 
 # NOTE: a team run takes about one superstep per finished step (Policy.max_model_calls
 # per user message), far more than LangGraph's default limit of 25.
@@ -55,21 +54,16 @@ def build_team_graph(runtime: TeamRuntime, *, checkpointer: Any = None) -> Compi
                 raise
             # NOTE: a role the team wrote must never stop the compile: its members
             # fail at their first step, with the reason.
-    builder.add_node(ROUTER, make_router(runtime, step_for=step_for), input_schema=RouterInput)
+    # NOTE: the router goes on by a Command (``router.next_node``); ``destinations`` draws its edges.
+    builder.add_node(
+        ROUTER,
+        make_router(runtime, step_for=step_for),
+        input_schema=RouterInput,
+        destinations=(ROUTER, HUMAN_NODE, END),
+    )
     builder.add_edge(START, ROUTER)
     builder.add_node(HUMAN_NODE, make_human_gate(runtime))
     builder.add_edge(HUMAN_NODE, ROUTER)
-
-    # NOTE: typed with RouteInput, the edge reads one channel instead of the whole state.
-    def route(state: RouteInput) -> str:
-        team = state["team"]
-        if team.get("human"):
-            # NOTE: with Policy.pause="immediately" steps may be in flight: they go on in the
-            # pool during the pause, and the pass after the person's answer takes them back.
-            return HUMAN_NODE
-        return ROUTER if team.get("in_flight") else END
-
-    builder.add_conditional_edges(ROUTER, route, [ROUTER, HUMAN_NODE, END])
     # NOTE: one run per thread (a lease in the home) wherever the team keeps its own checkpoints.
     lease_home = runtime.home if checkpointer is not None else None
     compiled = builder.compile(checkpointer=checkpointer, name="teamgraph")
@@ -78,6 +72,7 @@ def build_team_graph(runtime: TeamRuntime, *, checkpointer: Any = None) -> Compi
         lease_home=lease_home,
         on_end=lambda thread: runtime.steps.close_ahead(thread),
         on_start=lambda config: open_log_soon(runtime, config),
+        router=(ROUTER, next_node),
     )
     config: dict[str, Any] = {
         "recursion_limit": RECURSION_LIMIT,

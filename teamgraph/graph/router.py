@@ -13,6 +13,8 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from langchain_core.runnables import RunnableConfig
+from langgraph.graph import END
+from langgraph.types import Command
 
 from teamgraph.audit.writer import write_committed_soon
 from teamgraph.compat import read_graph_state
@@ -26,6 +28,9 @@ from teamgraph.runtime import TeamRuntime
 from teamgraph.state import RouterInput, TeamState
 
 Handler = Callable[[Ledger, Any], None]
+
+ROUTER_NODE = "router"
+HUMAN_NODE = "human"
 
 HANDLERS: dict[str, Handler] = {
     effects.SPAWN: lifecycle.on_spawn,
@@ -89,8 +94,17 @@ def run_pass(runtime: TeamRuntime, state: Mapping[str, Any]) -> dict[str, Any]:
     return ledger.updates(schedule(ledger))
 
 
+def next_node(team: Mapping[str, Any]) -> str:
+    """Where the graph goes after a pass that leaves the team book ``team``."""
+    if team.get("human"):
+        # NOTE: with Policy.pause="immediately" steps may be in flight: they go on in the
+        # pool during the pause, and the pass after the person's answer takes them back.
+        return HUMAN_NODE
+    return ROUTER_NODE if team.get("in_flight") else END
+
+
 class RouterNode(Protocol):
-    def __call__(self, state: RouterInput, config: RunnableConfig) -> dict[str, Any]: ...
+    def __call__(self, state: RouterInput, config: RunnableConfig) -> Command[str]: ...
 
 
 def make_router(runtime: TeamRuntime, *, step_for: StepFor) -> RouterNode:
@@ -101,7 +115,7 @@ def make_router(runtime: TeamRuntime, *, step_for: StepFor) -> RouterNode:
         step_for: The ``RoleStep`` of a role.
     """
 
-    def router(state: RouterInput, config: RunnableConfig) -> dict[str, Any]:
+    def router(state: RouterInput, config: RunnableConfig) -> Command[str]:
         del state  # NOTE: the same effects are in the full state read below
         # NOTE: its input is only RouterInput; the rest is read here, as LangGraph's ToolNode
         # reads state, so traces and debug streams of the router do not carry every history.
@@ -123,6 +137,8 @@ def make_router(runtime: TeamRuntime, *, step_for: StepFor) -> RouterNode:
         # write (or pass) leaves the finished steps in the pool, for the retried pass.
         logged.result()
         scheduler.release(runtime, committed, finished, config)
-        return updates
+        # NOTE: a Command, not a conditional edge: an edge reads the state fresh, which
+        # copies every channel (each agent's history too) after every pass.
+        return Command(update=updates, goto=next_node(updates.get("team", committed.get("team", {}))))
 
     return router

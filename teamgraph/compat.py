@@ -11,10 +11,11 @@ than a run.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
+from langgraph.graph.state import CompiledStateGraph
 
 __all__ = [
     "CONFIG_KEY_DURABILITY",
@@ -22,7 +23,9 @@ __all__ = [
     "CONFIG_KEY_READ_STATE",
     "DELTA_SNAPSHOT",
     "SQLITE_DELTA",
+    "read_fresh",
     "read_graph_state",
+    "route_edits",
 ]
 
 try:
@@ -53,6 +56,13 @@ try:
 except (ImportError, AttributeError):  # NOTE: the Team's saver then reads through SqliteSaver's own method
     SQLITE_DELTA = None
 
+try:
+    # NOTE: the pieces a conditional edge is made of; ``route_edits`` attaches one that reads no state.
+    from langgraph._internal._runnable import RunnableCallable
+    from langgraph.graph._branch import BranchSpec
+except ImportError as exc:  # pragma: no cover - a release that moved them fails every compile, loudly
+    raise ImportError(f"teamgraph needs langgraph 1.2.x's BranchSpec and RunnableCallable: {exc}") from exc
+
 DELTA_SNAPSHOT: Any
 try:
     # NOTE: the named tuple a DeltaChannel snapshot is stored as; the Team's serializer
@@ -78,3 +88,34 @@ def read_graph_state(config: RunnableConfig, channels: Sequence[str]) -> dict[st
     if read_state is not None:
         return read_state()
     return configurable[CONFIG_KEY_READ](list(channels), False)
+
+
+EDITS_BRANCH = "edits"
+
+
+def route_edits(graph: CompiledStateGraph, node: str, path: Callable[[Any, RunnableConfig], Any]) -> None:
+    """Give ``node`` a branch that routes what an edit writes as ``node``; it reads no state itself.
+
+    NOTE: a node that routes by ``Command(goto=...)`` is not run again by an edit made as
+    that node (``update_state``, Studio's state editor, a fork, ``bulk_update_state``),
+    but its writers are, and a branch is one of them. A branch added by
+    ``add_conditional_edges`` reads the state fresh, which copies every channel at every
+    superstep; this one gets only the node's output (or the edit's values), and ``path``
+    reads what it needs (``read_fresh``), when it needs it.
+
+    Args:
+        graph: The compiled graph.
+        node: The node.
+        path: Gets the output (a normal run's ``Command``, or an edit's values) and the
+            config; returns the next nodes (``[]``: none).
+
+    NOTE: declared without its ends: the node's ``destinations`` draw its edges, and a
+    second, labelled copy of them breaks LangGraph's drawing.
+    """
+    spec = BranchSpec.from_path(RunnableCallable(path, name=EDITS_BRANCH, trace=False), None)
+    graph.attach_branch(node, EDITS_BRANCH, spec, with_reader=False)
+
+
+def read_fresh(config: RunnableConfig, channel: str, default: Any = None) -> Any:
+    """``channel`` as the running task (or an edit) left it: the state with its own writes applied."""
+    return config["configurable"][CONFIG_KEY_READ]([channel], True).get(channel, default)

@@ -15,7 +15,7 @@ from typing import Annotated, Any, TypedDict
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
-from langgraph.types import Send
+from langgraph.types import Command, Send
 from packaging.requirements import Requirement
 from packaging.version import Version
 
@@ -35,7 +35,9 @@ def test_each_key_is_langgraphs_own_and_its_fallback_is_the_same_value():
     internals = importlib.import_module(PRIVATE)
     for name, value in KNOWN_VALUES.items():
         assert getattr(compat, name) == getattr(internals, name) == value, name
-    assert sorted(compat.__all__) == sorted([*KNOWN_VALUES, "DELTA_SNAPSHOT", "SQLITE_DELTA", "read_graph_state"])
+    assert sorted(compat.__all__) == sorted(
+        [*KNOWN_VALUES, "DELTA_SNAPSHOT", "SQLITE_DELTA", "read_fresh", "read_graph_state", "route_edits"]
+    )
     assert compat.SQLITE_DELTA is not None  # the Team's saver reads a thread's writes in one scan
     assert compat.DELTA_SNAPSHOT is not None  # and stores a snapshot of histories as batches
 
@@ -124,3 +126,31 @@ def test_the_durability_key_sets_the_graphs_default_durability():
     # graph/build.py sets "sync" (each step saved before the next); "exit" saves only at the end.
     assert _checkpoints_saved("sync") == 4  # input, START, one, two
     assert _checkpoints_saved("exit") == 1
+
+
+def test_a_node_routing_by_command_gets_a_branch_that_routes_only_edits():
+    # What graph/build.py relies on: update_state as a Command-routing node re-runs its
+    # writers (the branch among them), never the node; a normal run reads nothing to route.
+    reads: list[str] = []
+
+    def loop(state: _State) -> Command:
+        return Command(update={"seen": ["x"]}, goto="loop" if len(state["seen"]) < 2 else END)
+
+    def path(update: Any, config: RunnableConfig) -> str | list[str]:
+        if isinstance(update, Command) and update.goto:
+            return []
+        reads.append("items")
+        return "loop" if compat.read_fresh(config, "items", []) else END
+
+    builder = StateGraph(_State)
+    builder.add_node("loop", loop, destinations=("loop", END))
+    builder.add_edge(START, "loop")
+    graph = builder.compile(checkpointer=InMemorySaver())
+    compat.route_edits(graph, "loop", path)
+    drawn = {(e.source, e.target) for e in graph.get_graph().edges}
+    assert drawn == {("__start__", "loop"), ("loop", "loop"), ("loop", END)}
+    config: RunnableConfig = {"configurable": {"thread_id": "edits"}}
+    graph.invoke({"items": [], "seen": []}, config)
+    assert graph.get_state(config).values["seen"] == ["x", "x", "x"] and reads == []
+    graph.update_state(config, {"items": ["again"]})  # NOTE: as "loop", the last writer
+    assert reads == ["items"] and graph.get_state(config).next == ("loop",)

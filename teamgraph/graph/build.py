@@ -12,9 +12,9 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
 from teamgraph.audit.writer import open_log_soon
-from teamgraph.compat import CONFIG_KEY_DURABILITY
+from teamgraph.compat import CONFIG_KEY_DURABILITY, route_edits
 from teamgraph.graph.guarded import guarded
-from teamgraph.graph.router import HUMAN_NODE, ROUTER_NODE, make_router, next_node
+from teamgraph.graph.router import HUMAN_NODE, ROUTER_NODE, make_router, route_edit
 from teamgraph.nodes.agent_step import RoleStep, build_role_step
 from teamgraph.nodes.human_gate import make_human_gate
 from teamgraph.roles import Role
@@ -67,12 +67,13 @@ def build_team_graph(runtime: TeamRuntime, *, checkpointer: Any = None) -> Compi
     # NOTE: one run per thread (a lease in the home) wherever the team keeps its own checkpoints.
     lease_home = runtime.home if checkpointer is not None else None
     compiled = builder.compile(checkpointer=checkpointer, name="teamgraph")
+    # NOTE: an edit made as the router (update_state, Studio, a fork) goes where a pass would send it.
+    route_edits(compiled, ROUTER, route_edit)
     graph = guarded(
         compiled,
         lease_home=lease_home,
         on_end=lambda thread: runtime.steps.close_ahead(thread),
         on_start=lambda config: open_log_soon(runtime, config),
-        router=(ROUTER, next_node),
     )
     config: dict[str, Any] = {
         "recursion_limit": RECURSION_LIMIT,

@@ -9,24 +9,19 @@ before a run starts, and changes nothing when it refuses:
   non-string keys (``{1: "x"}``), crashes on ``resume=None`` and silently ignores
   ``{}`` (an empty interrupt map), so those are refused here with what to send instead.
 
-It also keeps an edit of the state (``update_state``, Studio's state editor) going where
-the router would send it: the router routes by ``Command(goto=...)``, which an edit made
-as the router does not repeat (``routed_edits``).
-
 NOTE: workaround of an upstream behaviour (langgraph 1.2: TypeError on non-string resume
 keys, crash on ``resume=None``, ``{}`` dropped).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import Command, StateUpdate
+from langgraph.types import Command
 
 from teamgraph.checkpoints.lease import hold_thread
 
@@ -67,8 +62,6 @@ class TeamGraph(CompiledStateGraph):
             (its calls thought ahead and not used are settled: ``StepPool.close_ahead``).
         on_start: Called with the run's config (its ``configurable`` merged) as a run starts,
             before its first checkpoint (the log's index opens meanwhile: ``open_log_soon``).
-        router: The node that routes by ``Command(goto=...)`` and the node it goes to after
-            a state (None: no node routes so).
     """
 
     def __init__(
@@ -77,26 +70,12 @@ class TeamGraph(CompiledStateGraph):
         lease_home: Path | None = None,
         on_end: Callable[[str], None] | None = None,
         on_start: Callable[[RunnableConfig], None] | None = None,
-        router: tuple[str, Callable[[Mapping[str, Any]], str]] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.lease_home = lease_home
         self.on_end = on_end
         self.on_start = on_start
-        self.router = router
-
-    def bulk_update_state(self, config: RunnableConfig, supersteps: Sequence[Sequence[StateUpdate]]) -> RunnableConfig:
-        if self.router is not None and isinstance(self.checkpointer, BaseCheckpointSaver):
-            supersteps = routed_edits(self, self.checkpointer.get_tuple(config), supersteps)
-        return super().bulk_update_state(config, supersteps)
-
-    async def abulk_update_state(
-        self, config: RunnableConfig, supersteps: Sequence[Sequence[StateUpdate]]
-    ) -> RunnableConfig:
-        if self.router is not None and isinstance(self.checkpointer, BaseCheckpointSaver):
-            supersteps = routed_edits(self, await self.checkpointer.aget_tuple(config), supersteps)
-        return await super().abulk_update_state(config, supersteps)
 
     def _configurable(self, config: Any) -> dict[str, Any]:
         return {**(self.config or {}).get("configurable", {}), **((config or {}).get("configurable") or {})}
@@ -144,41 +123,13 @@ class TeamGraph(CompiledStateGraph):
             self.on_end(thread)
 
 
-def routed_edits(
-    graph: TeamGraph, saved: CheckpointTuple | None, supersteps: Sequence[Sequence[StateUpdate]]
-) -> list[Sequence[StateUpdate]]:
-    """``supersteps`` with an edit made as the router turned into the ``Command`` the router would return.
-
-    NOTE: with a conditional edge, LangGraph ran the edge again on an edit made as the
-    node that last wrote (the router): a thread paused at the human gate stayed there. A
-    node's ``Command(goto=...)`` is not run again, so the edit is given one, computed on
-    the state as edited. Only a lone first update is turned (LangGraph infers its node
-    when none is named); what follows it is the caller's own.
-    """
-    assert graph.router is not None
-    router, next_node = graph.router
-    if not supersteps or len(supersteps[0]) != 1 or saved is None:
-        return list(supersteps)
-    values, as_node, *rest = supersteps[0][0]
-    if as_node is None:
-        as_node = graph._infer_as_node(saved.checkpoint["versions_seen"])  # NOTE: as LangGraph infers it
-    if as_node != router or not isinstance(values, Mapping):
-        return list(supersteps)
-    team = values.get("team", saved.checkpoint["channel_values"].get("team", {}))
-    # NOTE: update_state takes a Command as its values (the node's writers apply it); the
-    # NamedTuple's annotation says only dict.
-    edit = StateUpdate(Command(update=dict(values), goto=next_node(team)), as_node, *rest)  # type: ignore[arg-type]
-    return [[edit], *supersteps[1:]]
-
-
 def guarded(
     graph: CompiledStateGraph,
     *,
     lease_home: Path | None,
     on_end: Callable[[str], None] | None = None,
     on_start: Callable[[RunnableConfig], None] | None = None,
-    router: tuple[str, Callable[[Mapping[str, Any]], str]] | None = None,
 ) -> TeamGraph:
     """The same compiled graph as a ``TeamGraph`` (leases in ``lease_home``; None: no lease; the hooks)."""
     attrs = {k: v for k, v in graph.__dict__.items() if k != "__orig_class__"}
-    return TeamGraph(lease_home=lease_home, on_end=on_end, on_start=on_start, router=router, **attrs)
+    return TeamGraph(lease_home=lease_home, on_end=on_end, on_start=on_start, **attrs)

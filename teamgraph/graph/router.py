@@ -17,7 +17,7 @@ from langgraph.graph import END
 from langgraph.types import Command
 
 from teamgraph.audit.writer import write_committed_soon
-from teamgraph.compat import read_graph_state
+from teamgraph.compat import read_fresh, read_graph_state
 from teamgraph.graph import scheduler
 from teamgraph.ledger import lifecycle, liveness, mail, requests, turns, waits, work
 from teamgraph.ledger.book import Ledger
@@ -101,6 +101,18 @@ def next_node(team: Mapping[str, Any]) -> str:
         # pool during the pause, and the pass after the person's answer takes them back.
         return HUMAN_NODE
     return ROUTER_NODE if team.get("in_flight") else END
+
+
+def route_edit(update: Any, config: RunnableConfig) -> str | list[str]:
+    """Where an edit made as the router sends the thread (as the router's pass would), for ``compat.route_edits``.
+
+    NOTE: a pass's own ``Command`` (and an edit's, when it says where to go) routes
+    already. The team book is read only for an edit: it is all the router's conditional
+    edge used to read, at every superstep.
+    """
+    if isinstance(update, Command) and update.goto:
+        return []
+    return next_node(read_fresh(config, "team", {}))
 
 
 class RouterNode(Protocol):

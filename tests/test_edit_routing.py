@@ -1,0 +1,124 @@
+"""Review 9: every way of editing a thread as the router routes it where a pass would (the router routes by Command).
+
+Each test passes on 03cbb69 (the conditional edge re-ran on every edit made as the router)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import FakeClock
+from langgraph.types import Command, StateUpdate
+from scripting import act, call
+
+from teamgraph import Policy, ScriptedChatModel, Team
+
+LEADER = "Team Leader"
+
+
+def paused(home: Path, thread: str):
+    script = {LEADER: [act(call("ask_user", question="Blue or red?")), "Going with blue."]}
+    team = Team(model=ScriptedChatModel(script), home=home, policy=Policy(scheduling="completions"), clock=FakeClock())
+    graph = team.compile()
+    config = {"configurable": {"thread_id": thread}}
+    graph.invoke({"messages": [("user", "Design a logo")]}, config)
+    assert graph.get_state(config).next == ("human",)
+    return graph, config
+
+
+def test_a_router_edit_in_a_later_superstep_keeps_the_gate(tmp_path: Path) -> None:
+    graph, config = paused(tmp_path, "supersteps")
+    graph.bulk_update_state(
+        config, [[StateUpdate({"messages": []}, "human")], [StateUpdate({"messages": []}, "router")]]
+    )
+    assert graph.get_state(config).next == ("human",)  # NOTE: 850cd72 (edits rewritten in bulk_update_state) gave ()
+
+
+def test_a_router_edit_beside_another_update_keeps_the_gate(tmp_path: Path) -> None:
+    graph, config = paused(tmp_path, "two")
+    graph.bulk_update_state(config, [[StateUpdate({"messages": []}, "router"), StateUpdate({"messages": []}, "human")]])
+    assert set(graph.get_state(config).next) == {
+        "router",
+        "human",
+    }  # NOTE: 850cd72 (edits rewritten in bulk_update_state) gave ("router",)
+
+
+def test_a_fork_with_copy_made_as_the_router_keeps_the_gate(tmp_path: Path) -> None:
+    graph, config = paused(tmp_path, "copy")
+    fork = graph.update_state(config, [({"messages": []}, "router")], as_node="__copy__")
+    assert graph.get_state(fork).next == ("human",)  # NOTE: 850cd72 (edits rewritten in bulk_update_state) gave ()
+
+
+@pytest.mark.parametrize(
+    "values",
+    [None, Command(update={"messages": []})],
+    ids=["none", "command-without-goto"],
+)
+def test_an_edit_that_is_not_a_mapping_keeps_the_gate(tmp_path: Path, values) -> None:
+    graph, config = paused(tmp_path, "values")
+    graph.update_state(config, values)  # NOTE: as the router (the last writer), inferred
+    assert graph.get_state(config).next == ("human",)  # NOTE: 850cd72 (edits rewritten in bulk_update_state) gave ()
+
+
+def test_an_edit_as_the_router_on_a_fresh_thread_routes(tmp_path: Path) -> None:
+    team = Team(model=ScriptedChatModel({LEADER: []}), home=tmp_path, clock=FakeClock())
+    graph = team.compile()
+    config = {"configurable": {"thread_id": "fresh"}}
+    graph.update_state(config, {"messages": [], "team": {"in_flight": ["x"]}}, as_node="router")
+    assert graph.get_state(config).next == ("router",)  # NOTE: 850cd72 (edits rewritten in bulk_update_state) gave ()
+
+
+async def _async_supersteps(home: Path) -> tuple[str, ...]:
+    from teamgraph.checkpoints.aio import open_async_sqlite_saver
+
+    async with open_async_sqlite_saver(home / "a.sqlite") as saver:
+        script = {LEADER: [act(call("ask_user", question="Blue or red?")), "Going with blue."]}
+        team = Team(
+            model=ScriptedChatModel(script),
+            home=home,
+            policy=Policy(scheduling="completions"),
+            clock=FakeClock(),
+            checkpointer=saver,
+        )
+        graph = team.compile()
+        config = {"configurable": {"thread_id": "async"}}
+        await graph.ainvoke({"messages": [("user", "Design a logo")]}, config)
+        await graph.abulk_update_state(
+            config, [[StateUpdate({"messages": []}, "human")], [StateUpdate({"messages": []}, "router")]]
+        )
+        return (await graph.aget_state(config)).next
+
+
+def test_async_a_router_edit_in_a_later_superstep_keeps_the_gate(tmp_path: Path) -> None:
+    import asyncio
+
+    assert asyncio.run(_async_supersteps(tmp_path)) == (
+        "human",
+    )  # NOTE: 850cd72 (edits rewritten in bulk_update_state) gave ()
+
+
+def test_a_fork_in_the_middle_of_a_run_goes_back_to_the_router(tmp_path: Path) -> None:
+    graph, config = paused(tmp_path, "mid")  # NOTE: passed on 850cd72 too
+    mid = next(s for s in graph.get_state_history(config) if s.next == ("router",) and s.metadata["step"] > 0)
+    fork = graph.update_state(mid.config, {"messages": []})
+    assert graph.get_state(fork).next == ("router",)
+
+
+def test_a_run_reads_no_state_to_route_and_each_pass_routes_once(tmp_path: Path, monkeypatch) -> None:
+    """A pass routes by its own Command: the edits' branch reads nothing (the edge it replaced
+    copied every channel at every superstep) and adds no second trigger."""
+    import teamgraph.graph.router as router
+
+    reads: list[str] = []
+    real = router.read_fresh
+    monkeypatch.setattr(
+        router,
+        "read_fresh",
+        lambda config, channel, default=None: reads.append(channel) or real(config, channel, default),
+    )
+    graph, config = paused(tmp_path, "reads")
+    assert reads == []
+    tasks = [s.tasks for s in graph.get_state_history(config)]
+    assert all(len(t) <= 1 for t in tasks)  # NOTE: one router (or gate) task per superstep, never two
+    graph.update_state(config, {"messages": []})
+    assert reads == ["team"] and graph.get_state(config).next == ("human",)

@@ -45,7 +45,7 @@ from langgraph.config import get_config
 from teamgraph.audit import rotation
 from teamgraph.audit.events import Cursor, derive_events, new_cursor
 from teamgraph.audit.lines import SYSTEM
-from teamgraph.audit.project import PROJECT_NAME_KEY, absolute_logs_dir, logs_dir, project_name
+from teamgraph.audit.project import PROJECT_NAME_KEY, log_folder, logs_dir, project_name
 from teamgraph.audit.records import TIME_FORMAT, LogEvent, format_line, parse_line
 from teamgraph.checkpoints.saver import set_wal
 
@@ -368,19 +368,6 @@ def write_committed(
         return derive_events(state, cursor, now=stamp, policy=runtime.policy)
 
     return append_events(folder, project_name(config), thread, now, derive, sync=sync)
-
-
-def log_folder(runtime: Any, config: RunnableConfig) -> Path | None:
-    """The logs folder a run writes to (absolute), or None when it writes no log.
-
-    None when ``Policy.log`` is off, or the run names no thread and no project (no
-    checkpointer, no config: no project folder).
-    """
-    configurable = config.get("configurable") or {}
-    if not runtime.policy.log or not (configurable.get("thread_id") or configurable.get(PROJECT_NAME_KEY)):
-        return None
-    # NOTE: absolute, never resolved: a relative home must keep naming the same folder after a chdir.
-    return absolute_logs_dir(runtime.home, config)
 
 
 def flush_log(team: Any, config: RunnableConfig) -> list[str]:

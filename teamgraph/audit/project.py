@@ -6,6 +6,7 @@ import functools
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
@@ -61,3 +62,16 @@ def absolute_logs_dir(home: Path | str, config: RunnableConfig) -> Path:
 def _absolute_logs_dir(home: str, project: str, cwd: str) -> Path:
     # NOTE: cached: every router pass asks, and building the path was ~2 % of a pass's CPU.
     return Path(cwd, home, "project", project, LOGS_DIR)
+
+
+def log_folder(runtime: Any, config: RunnableConfig) -> Path | None:
+    """The logs folder a run writes to (absolute), or None when it writes no log.
+
+    None when ``Policy.log`` is off, or the run names no thread and no project (no
+    checkpointer, no config: no project folder).
+    """
+    configurable = config.get("configurable") or {}
+    if not runtime.policy.log or not (configurable.get("thread_id") or configurable.get(PROJECT_NAME_KEY)):
+        return None
+    # NOTE: absolute, never resolved: a relative home must keep naming the same folder after a chdir.
+    return absolute_logs_dir(runtime.home, config)

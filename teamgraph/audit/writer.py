@@ -17,7 +17,8 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 
 from teamgraph.audit import log as audit_log
-from teamgraph.audit.log import log_folder, write_committed
+from teamgraph.audit.log import write_committed
+from teamgraph.audit.project import log_folder
 
 _WRITERS: OrderedDict[Path, ThreadPoolExecutor] = OrderedDict()
 _WRITERS_GUARD = threading.Lock()

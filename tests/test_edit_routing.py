@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from conftest import FakeClock
+from langgraph.graph import END
 from langgraph.types import Command, StateUpdate
 from scripting import act, call
 
@@ -58,6 +59,16 @@ def test_an_edit_that_is_not_a_mapping_keeps_the_gate(tmp_path: Path, values) ->
     graph, config = paused(tmp_path, "values")
     graph.update_state(config, values)  # NOTE: as the router (the last writer), inferred
     assert graph.get_state(config).next == ("human",)  # NOTE: 850cd72 (edits rewritten in bulk_update_state) gave ()
+
+
+def test_a_command_edit_that_says_end_keeps_the_gate(tmp_path: Path) -> None:
+    """Review 10: END writes no trigger; the router's edges still fire after it (as at 03cbb69)."""
+    graph, config = paused(tmp_path, "end")
+    graph.update_state(config, Command(update={"messages": []}, goto=END), as_node="router")
+    state = graph.get_state(config)
+    assert state.values["team"]["human"] is True and state.next == ("human",)
+    graph.update_state(config, Command(update={"messages": []}, goto="human"), as_node="router")
+    assert graph.get_state(config).next == ("human",)
 
 
 def test_an_edit_as_the_router_on_a_fresh_thread_routes(tmp_path: Path) -> None:

@@ -111,7 +111,14 @@ def route_edit(update: Any, config: RunnableConfig) -> str | list[str]:
     edge used to read, at every superstep.
     """
     if isinstance(update, Command) and update.goto:
-        return []
+        gotos = update.goto if isinstance(update.goto, (list, tuple)) else [update.goto]
+        if any(goto != END for goto in gotos):
+            return []
+        # NOTE: a goto of END writes nothing (LangGraph's edges still fire after it), so an
+        # edit saying END to a paused thread keeps the gate; a pass's own END brings its book.
+        written = update.update.get("team") if isinstance(update.update, Mapping) else None
+        if written is not None:
+            return next_node(written)
     return next_node(read_fresh(config, "team", {}))
 
 

@@ -124,3 +124,27 @@ def test_each_finished_step_costs_at_most_one_checkpoint(make_team):
     # One checkpoint for the input and one per superstep; each superstep takes back
     # at least one finished step (or is the first, or the last, pass).
     assert checkpoints <= steps + 3
+
+
+def test_langgraphs_pool_has_two_workers_and_streamed_runs_with_any_count_finish(make_team, tmp_path):
+    """The team's steps run in its own pool; LangGraph's serves the checkpoint writes and a
+    stream's chunk waiter. A streamed run (the waiter holds a worker) must still finish, with
+    the default two workers and with whatever a run's config sets."""
+    from teamgraph.graph.build import LANGGRAPH_WORKERS
+
+    script = {
+        LEADER: [act(*[call("create_sub_agent", role_id="researcher", task=f"T{i}.") for i in range(2)]), *quiet()],
+        **{f"Researcher_{i}": [act(call("list_files")), "Done."] for i in (1, 2)},
+    }
+    assert LANGGRAPH_WORKERS == 2
+    for workers in (None, 2, 8):
+        run = make_team(script, policy=COMPLETIONS, home=tmp_path / str(workers))
+        assert run.graph.config["max_concurrency"] == LANGGRAPH_WORKERS
+        config = {**run.config, **({"max_concurrency": workers} if workers else {})}
+        modes = ["messages", "custom", "updates"]
+        chunks = list(run.graph.stream({"messages": [("user", "Go.")]}, config, stream_mode=modes))
+        assert {mode for mode, _ in chunks} >= {"updates"}
+        assert {name: a["status"] for name, a in run.agents().items() if name != LEADER} == {
+            "Researcher_1": "idle",
+            "Researcher_2": "idle",
+        }

@@ -26,6 +26,8 @@ ROUTER = ROUTER_NODE
 # NOTE: a team run takes about one superstep per finished step (Policy.max_model_calls
 # per user message), far more than LangGraph's default limit of 25.
 RECURSION_LIMIT = 100_000
+LANGGRAPH_WORKERS = 2
+"""The graph's default ``max_concurrency``: the threads of LangGraph's pool (a run's config may set more)."""
 
 
 def build_team_graph(runtime: TeamRuntime, *, checkpointer: Any = None) -> CompiledStateGraph:
@@ -77,6 +79,12 @@ def build_team_graph(runtime: TeamRuntime, *, checkpointer: Any = None) -> Compi
     )
     config: dict[str, Any] = {
         "recursion_limit": RECURSION_LIMIT,
+        # NOTE: a superstep runs one task (the router, or the gate) and the steps run in the
+        # team's own pool, so LangGraph's pool serves the checkpoint writes, and a stream's
+        # chunk waiter beside the task. Six workers (its default on 2 CPUs) woke a thread for
+        # each write: 93 futex calls per model call, 72 with two (strace, delegation R = 40
+        # minus R = 10). One is too few: a streamed run's waiter holds it and the task never runs.
+        "max_concurrency": LANGGRAPH_WORKERS,
     }
     if checkpointer is not None:
         # "sync" durability waits for each checkpoint (a crash loses no step); it

@@ -126,18 +126,18 @@ def test_each_finished_step_costs_at_most_one_checkpoint(make_team):
     assert checkpoints <= steps + 3
 
 
-def test_langgraphs_pool_has_two_workers_and_streamed_runs_with_any_count_finish(make_team, tmp_path):
-    """The team's steps run in its own pool; LangGraph's serves the checkpoint writes and a
-    stream's chunk waiter. A streamed run (the waiter holds a worker) must still finish, with
-    the default two workers and with whatever a run's config sets."""
+def test_langgraphs_pool_has_three_workers_and_streamed_runs_with_any_count_finish(make_team, tmp_path):
+    """The team's steps run in its own pool; LangGraph's serves a superstep's tasks, the
+    checkpoint writes and a stream's chunk waiter. A streamed run (the waiter holds a worker)
+    must still finish, with the default and with whatever a run's config sets."""
     from teamgraph.graph.build import LANGGRAPH_WORKERS
 
     script = {
         LEADER: [act(*[call("create_sub_agent", role_id="researcher", task=f"T{i}.") for i in range(2)]), *quiet()],
         **{f"Researcher_{i}": [act(call("list_files")), "Done."] for i in (1, 2)},
     }
-    assert LANGGRAPH_WORKERS == 2
-    for workers in (None, 2, 8):
+    assert LANGGRAPH_WORKERS == 3
+    for workers in (None, 3, 8):
         run = make_team(script, policy=COMPLETIONS, home=tmp_path / str(workers))
         assert run.graph.config["max_concurrency"] == LANGGRAPH_WORKERS
         config = {**run.config, **({"max_concurrency": workers} if workers else {})}
@@ -148,3 +148,36 @@ def test_langgraphs_pool_has_two_workers_and_streamed_runs_with_any_count_finish
             "Researcher_1": "idle",
             "Researcher_2": "idle",
         }
+
+
+def test_a_gate_beside_the_router_streams_its_interrupt_before_the_routers_wait_ends(tmp_path):
+    """Review 11: after an edit with two updates, a superstep runs the router and the gate.
+    Streamed, both tasks and the chunk waiter need a worker each: the person's question must
+    not queue behind the router, which waits for the member's step in flight."""
+    from langgraph.types import StateUpdate
+
+    from teamgraph import ScriptedChatModel, Team
+
+    script = {
+        LEADER: [act(call("create_sub_agent", role_id="researcher", task="T."), call("ask_user", question="Blue?"))],
+        SLOW: [act(call("list_files")), act(call("list_files")), "Done."],
+    }
+    team = Team(
+        model=ScriptedChatModel(script, latency=0.4),
+        home=tmp_path,
+        policy=Policy(scheduling="completions", pause="immediately"),
+    )
+    graph = team.compile()
+    config = {"configurable": {"thread_id": "two-tasks"}}
+    graph.invoke({"messages": [("user", "Go")]}, config)
+    assert team.agents(config)[SLOW]["status"] == "running"  # NOTE: paused at the gate, a step in flight
+    graph.bulk_update_state(config, [[StateUpdate({"messages": []}, "router"), StateUpdate({"messages": []}, "human")]])
+    assert set(graph.get_state(config).next) == {"router", "human"}
+    order = []
+    for mode, chunk in graph.stream(None, config, stream_mode=["messages", "custom", "updates"]):
+        order.append("__interrupt__" if mode == "updates" and "__interrupt__" in chunk else mode)
+        if order[-1] == "__interrupt__":
+            break
+    # NOTE: with two workers the gate waited for the router, which waited for the member's
+    # 0.4 s call: the call's tokens came first.
+    assert order[0] == "__interrupt__", order

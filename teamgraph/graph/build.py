@@ -26,7 +26,7 @@ ROUTER = ROUTER_NODE
 # NOTE: a team run takes about one superstep per finished step (Policy.max_model_calls
 # per user message), far more than LangGraph's default limit of 25.
 RECURSION_LIMIT = 100_000
-LANGGRAPH_WORKERS = 2
+LANGGRAPH_WORKERS = 3
 """The graph's default ``max_concurrency``: the threads of LangGraph's pool (a run's config may set more)."""
 
 
@@ -79,11 +79,12 @@ def build_team_graph(runtime: TeamRuntime, *, checkpointer: Any = None) -> Compi
     )
     config: dict[str, Any] = {
         "recursion_limit": RECURSION_LIMIT,
-        # NOTE: a superstep runs one task (the router, or the gate) and the steps run in the
-        # team's own pool, so LangGraph's pool serves the checkpoint writes, and a stream's
-        # chunk waiter beside the task. Six workers (its default on 2 CPUs) woke a thread for
-        # each write: 93 futex calls per model call, 72 with two (strace, delegation R = 40
-        # minus R = 10). One is too few: a streamed run's waiter holds it and the task never runs.
+        # NOTE: the agents' steps run in the team's own pool, so LangGraph's pool serves a
+        # superstep's tasks (the router, and the gate beside it after an edit), a stream's
+        # chunk waiter and the checkpoint writes. Six workers (its default on 2 CPUs) woke a
+        # thread for each write: 93 futex calls per model call, 78 with three (strace,
+        # delegation R = 40 minus R = 10). Fewer than three hold a gate's interrupt back
+        # behind the router's wait on a stream (one deadlocks a streamed run).
         "max_concurrency": LANGGRAPH_WORKERS,
     }
     if checkpointer is not None:

@@ -72,7 +72,8 @@ class _Index:
         self.db = sqlite3.connect(path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False)
         set_wal(self.db)
         # NOTE: NORMAL is enough: an index commit lost by a power cut leaves the index behind the
-        # (fsynced) log file, and the next writer cuts the file back and writes those lines again.
+        # log file, and the next writer cuts the file back and writes those lines again (a file
+        # behind the index is reported: ``_recover``).
         self.db.execute("PRAGMA synchronous=NORMAL")
         for statement in _SCHEMA:
             self.db.execute(statement)

@@ -21,8 +21,6 @@ from teamgraph.roles import Role
 from teamgraph.runtime import TeamRuntime
 from teamgraph.state import RouterInput, TeamInput, TeamOutput, TeamState
 
-ROUTER = ROUTER_NODE
-
 # NOTE: a team run takes about one superstep per finished step (Policy.max_model_calls
 # per user message), far more than LangGraph's default limit of 25.
 RECURSION_LIMIT = 100_000
@@ -58,19 +56,19 @@ def build_team_graph(runtime: TeamRuntime, *, checkpointer: Any = None) -> Compi
             # fail at their first step, with the reason.
     # NOTE: the router goes on by a Command (``router.next_node``); ``destinations`` draws its edges.
     builder.add_node(
-        ROUTER,
+        ROUTER_NODE,
         make_router(runtime, step_for=step_for),
         input_schema=RouterInput,
-        destinations=(ROUTER, HUMAN_NODE, END),
+        destinations=(ROUTER_NODE, HUMAN_NODE, END),
     )
-    builder.add_edge(START, ROUTER)
+    builder.add_edge(START, ROUTER_NODE)
     builder.add_node(HUMAN_NODE, make_human_gate(runtime))
-    builder.add_edge(HUMAN_NODE, ROUTER)
+    builder.add_edge(HUMAN_NODE, ROUTER_NODE)
     # NOTE: one run per thread (a lease in the home) wherever the team keeps its own checkpoints.
     lease_home = runtime.home if checkpointer is not None else None
     compiled = builder.compile(checkpointer=checkpointer, name="teamgraph")
     # NOTE: an edit made as the router (update_state, Studio, a fork) goes where a pass would send it.
-    route_edits(compiled, ROUTER, route_edit)
+    route_edits(compiled, ROUTER_NODE, route_edit)
     graph = guarded(
         compiled,
         lease_home=lease_home,

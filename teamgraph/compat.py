@@ -18,6 +18,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 
 __all__ = [
+    "CONFIG_KEY_CHECKPOINTER",
     "CONFIG_KEY_DURABILITY",
     "CONFIG_KEY_READ",
     "CONFIG_KEY_READ_STATE",
@@ -39,6 +40,12 @@ try:
     from langgraph._internal._constants import CONFIG_KEY_DURABILITY
 except ImportError:  # NOTE: its value in langgraph 1.2.x
     CONFIG_KEY_DURABILITY = "__pregel_durability"
+
+try:
+    # NOTE: the saver a parent graph lends its subgraphs (None when the parent has none).
+    from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER
+except ImportError:  # NOTE: its value in langgraph 1.2.x
+    CONFIG_KEY_CHECKPOINTER = "__pregel_checkpointer"
 
 try:
     # NOTE: a node started by an edge has no state reader; this is the channel reader conditional edges use.

@@ -28,6 +28,7 @@ KNOWN_VALUES = {
     "CONFIG_KEY_READ_STATE": "__pregel_read_state",
     "CONFIG_KEY_DURABILITY": "__pregel_durability",
     "CONFIG_KEY_READ": "__pregel_read",
+    "CONFIG_KEY_CHECKPOINTER": "__pregel_checkpointer",
 }
 
 

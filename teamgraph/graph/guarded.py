@@ -24,6 +24,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
 from teamgraph.checkpoints.lease import hold_thread
+from teamgraph.compat import CONFIG_KEY_CHECKPOINTER, CONFIG_KEY_DURABILITY
 
 
 class ResumeValueError(ValueError):
@@ -88,8 +89,17 @@ class TeamGraph(CompiledStateGraph):
         if self.on_start is not None:
             self.on_start(RunnableConfig(configurable=self._configurable(config)))
 
+    def _saved(self, config: Any) -> Any:
+        configurable = self._configurable(config)
+        if CONFIG_KEY_CHECKPOINTER in configurable and configurable[CONFIG_KEY_CHECKPOINTER] is None:
+            # NOTE: a subgraph of a parent without a checkpointer saves nothing, and the team's
+            # "sync" durability would wait for a checkpoint never put (LangGraph 1.2 raises).
+            return {**(config or {}), "configurable": {**configurable, CONFIG_KEY_DURABILITY: "async"}}
+        return config
+
     def stream(self, input: Any, config: Any = None, **kwargs: Any) -> Iterator[Any]:  # noqa: A002
         check_resume(input)
+        config = self._saved(config)
         thread = self._thread(config)
         try:
             if self.lease_home is None or thread is None:
@@ -104,6 +114,7 @@ class TeamGraph(CompiledStateGraph):
 
     async def astream(self, input: Any, config: Any = None, **kwargs: Any) -> AsyncIterator[Any]:  # noqa: A002
         check_resume(input)
+        config = self._saved(config)
         thread = self._thread(config)
         try:
             if self.lease_home is None or thread is None:

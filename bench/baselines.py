@@ -8,6 +8,10 @@ builds its own supervisor with) holding one `echo` tool.
   worker_b (echo, answer). 6 model calls and 10 messages per round.
 - swarm, one round: worker_a echoes and hands off to worker_b; worker_b echoes and
   hands back. 4 model calls and 8 messages per round.
+- react (a floor, not a team): one prebuilt ReAct agent echoing twice per round, on
+  LangGraph's SqliteSaver or the Team's own saver: what a single LangGraph agent with
+  the same model and tool costs per model call (one superstep and checkpoint per call,
+  LangChain's model and tool wrappers).
 
 After R rounds the supervisor (or worker_a in the swarm) gives a final answer. Every
 model-written message has ~500 characters of content, and the echo argument (hence
@@ -25,7 +29,7 @@ from pathlib import Path
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 
-from bench.harness import db_bytes, fresh_sqlite_saver, timed_invoke
+from bench.harness import db_bytes, sqlite_saver, timed_invoke
 from bench.registry import Workload
 from bench.scripted import ModelMeter, ScriptedChatModel, call_tool, filler, say
 
@@ -144,6 +148,25 @@ def build_swarm(rounds: int, meter: ModelMeter, checkpointer):
     return swarm.compile(checkpointer=checkpointer)
 
 
+# --- a lone ReAct agent (the floor) -------------------------------------------------
+
+
+def react_policy(rounds: int):
+    """A lone agent: echo twice per round for R rounds, then answer."""
+
+    def policy(messages: Sequence[BaseMessage], n: int) -> AIMessage:
+        if _tool_messages(messages, "echo") >= 2 * rounds:
+            return say(filler(f"agent final answer {n}"))
+        return _echo_call("agent", n)
+
+    return policy
+
+
+def build_react(rounds: int, meter: ModelMeter, checkpointer):
+    """Compile one prebuilt ReAct agent holding `echo`, for R rounds."""
+    return create_react_agent(_model("agent", meter, react_policy(rounds)), tools=[echo], checkpointer=checkpointer)
+
+
 # --- workloads -----------------------------------------------------------------------
 
 
@@ -152,7 +175,8 @@ def _run_team(system: str, build, params: dict, workdir: Path) -> dict:
     rounds = int(params["rounds"])
     meter = ModelMeter()
     path = workdir / f"{system}.sqlite"
-    saver, conn = fresh_sqlite_saver(path)
+    saver, conn, suffix = sqlite_saver(path, params)
+    system += suffix
     graph = build(rounds, meter, saver)
     config = {"configurable": {"thread_id": f"{system}-r{rounds}"}, "recursion_limit": 20 * rounds + 50}
     output, timing = timed_invoke(graph, {"messages": [HumanMessage(TASK)]}, config, meter)
@@ -181,6 +205,11 @@ def swarm_workload(params: dict, workdir: Path) -> dict:
     return _run_team("langgraph-swarm", build_swarm, params, workdir)
 
 
+def react_workload(params: dict, workdir: Path) -> dict:
+    """A floor, not a team: one prebuilt ReAct agent echoing 2 R times (`saver="teamgraph"`: the Team's saver)."""
+    return _run_team("langgraph-react", build_react, params, workdir)
+
+
 WORKLOADS: dict[str, Workload] = {
     "supervisor": Workload(
         supervisor_workload,
@@ -195,5 +224,12 @@ WORKLOADS: dict[str, Workload] = {
         quick=[{"rounds": 10}],
         repeats=2,
         description=swarm_workload.__doc__,
+    ),
+    "react": Workload(
+        react_workload,
+        full=[{"rounds": r, "saver": saver} for r in (10, 100) for saver in ("sqlite", "teamgraph")],
+        quick=[{"rounds": 10, "saver": "teamgraph"}],
+        repeats=2,
+        description=react_workload.__doc__,
     ),
 }

@@ -41,6 +41,21 @@ def fresh_sqlite_saver(path: str | Path) -> tuple[SqliteSaver, sqlite3.Connectio
     return saver, conn
 
 
+def sqlite_saver(path: str | Path, params: dict) -> tuple[SqliteSaver, sqlite3.Connection, str]:
+    """The saver a workload runs on: (saver, connection, label suffix).
+
+    `params["saver"] == "teamgraph"`: the Team's own SQLite setup (what `Team(home=...)`
+    opens: WAL, synchronous=NORMAL, busy timeout); otherwise LangGraph's `SqliteSaver` on a
+    fresh file, as the baselines run.
+    """
+    if params.get("saver") == "teamgraph":
+        from teamgraph.checkpoints import open_sqlite_saver
+
+        saver = open_sqlite_saver(path)
+        return saver, saver.conn, " (Team's saver)"
+    return (*fresh_sqlite_saver(path), "")
+
+
 def db_bytes(path: str | Path, conn: sqlite3.Connection | None = None) -> int:
     """Bytes on disk after `PRAGMA wal_checkpoint(TRUNCATE)`: main file + any WAL left."""
     path = Path(path)

@@ -63,7 +63,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import PrivateAttr
 
-from bench.harness import REPO_ROOT, db_bytes, fresh_sqlite_saver, peak_rss_mb, timed_invoke
+from bench.harness import REPO_ROOT, db_bytes, fresh_sqlite_saver, peak_rss_mb, sqlite_saver, timed_invoke
 from bench.registry import Workload
 from bench.scripted import ModelMeter, ScriptedChatModel, call_tool, filler, say
 
@@ -566,15 +566,8 @@ def run_delegation(
     meter = ModelMeter()
     model = TeamModel(policies={LEADER: delegation_leader(rounds), "*": echo_member()}, meter=meter)
     path = path or workdir / "teamgraph.sqlite"
-    if params.get("saver") == "teamgraph":
-        # The Team's default SQLite setup (WAL, synchronous=NORMAL, busy timeout).
-        from teamgraph.checkpoints import open_sqlite_saver
-
-        saver = open_sqlite_saver(path)
-        conn = saver.conn
-        label += " (Team's saver)"
-    else:
-        saver, conn = fresh_sqlite_saver(path)
+    saver, conn, suffix = sqlite_saver(path, params)
+    label += suffix
     with probed(saver) as probe:
         team, graph = _build_team(workdir, model, saver, snapshot_frequency=params.get("snapshot_frequency"))
         config = {"configurable": {"thread_id": thread_id(rounds)}}

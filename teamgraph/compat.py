@@ -24,6 +24,7 @@ __all__ = [
     "CONFIG_KEY_READ_STATE",
     "DELTA_SNAPSHOT",
     "SQLITE_DELTA",
+    "effective_config",
     "read_fresh",
     "read_graph_state",
     "route_edits",
@@ -64,6 +65,13 @@ except (ImportError, AttributeError):  # NOTE: the Team's saver then reads throu
     SQLITE_DELTA = None
 
 try:
+    # NOTE: how a run's config is merged with the graph's and with the config of the task it
+    # runs in (a team called inside a parent graph's node inherits that node's config).
+    from langgraph._internal._config import ensure_config as _ensure_config
+except ImportError as exc:  # pragma: no cover - a release that moved it fails every run, loudly
+    raise ImportError(f"teamgraph needs langgraph 1.2.x's ensure_config: {exc}") from exc
+
+try:
     # NOTE: the pieces a conditional edge is made of; ``route_edits`` attaches one that reads no state.
     from langgraph._internal._runnable import RunnableCallable
     from langgraph.graph._branch import BranchSpec
@@ -77,6 +85,15 @@ try:
     from langgraph.checkpoint.serde.types import _DeltaSnapshot as DELTA_SNAPSHOT
 except ImportError:  # NOTE: snapshots are then stored as LangGraph stores them (decoded whole on load)
     DELTA_SNAPSHOT = None
+
+
+def effective_config(graph: CompiledStateGraph, config: RunnableConfig | None) -> RunnableConfig:
+    """The config a run of ``graph`` started now gets: the graph's, the ambient task's, ``config``.
+
+    NOTE: LangGraph merges them as its ``stream`` starts; the team decides its run's scope
+    (teamgraph/graph/runs.py) before that, from the same merge.
+    """
+    return _ensure_config(graph.config, config)
 
 
 def read_graph_state(config: RunnableConfig, channels: Sequence[str]) -> dict[str, Any]:

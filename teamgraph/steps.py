@@ -33,7 +33,7 @@ from teamgraph.ahead import AHEAD_DROPPED, AHEAD_STARTED, Ahead, CallDropped, Pr
 StepResult = dict[str, Any]
 
 DRAIN_CHECK_SECONDS = 0.1
-"""How often a wait looks whether its thread started draining."""
+"""How often a wait looks whether its run started draining."""
 
 
 def results(finished: Mapping[str, Future[StepResult]], remove: Callable[[str], object]) -> dict[str, StepResult]:
@@ -57,30 +57,30 @@ class Steps(Protocol):
     draining: set[str]
     thinks_ahead: bool
 
-    def running(self, thread_id: str, dispatches: Mapping[str, int]) -> dict[str, int]: ...
+    def running(self, run: str, dispatches: Mapping[str, int]) -> dict[str, int]: ...
 
-    def ensure(self, thread_id: str, agent: str, seq: int, step: Callable[[], StepResult]) -> None: ...
+    def ensure(self, run: str, agent: str, seq: int, step: Callable[[], StepResult]) -> None: ...
 
-    def wait(self, thread_id: str, dispatches: Mapping[str, int], *, every: bool, timeout: float | None) -> None: ...
+    def wait(self, run: str, dispatches: Mapping[str, int], *, every: bool, timeout: float | None) -> None: ...
 
-    def done(self, thread_id: str, dispatches: Mapping[str, int]) -> dict[str, StepResult]: ...
+    def done(self, run: str, dispatches: Mapping[str, int]) -> dict[str, StepResult]: ...
 
-    def release(self, thread_id: str, dispatches: Mapping[str, int]) -> None: ...
+    def release(self, run: str, dispatches: Mapping[str, int]) -> None: ...
 
-    def holds_ahead(self, thread_id: str, agent: str, seq: int, reads: tuple[Any, ...]) -> bool: ...
+    def holds_ahead(self, run: str, agent: str, seq: int, reads: tuple[Any, ...]) -> bool: ...
 
-    def think_ahead(self, thread_id: str, agent: str, seq: int, reads: tuple[Any, ...], prepared: Prepared) -> None: ...
+    def think_ahead(self, run: str, agent: str, seq: int, reads: tuple[Any, ...], prepared: Prepared) -> None: ...
 
-    def close_ahead(self, thread_id: str) -> None: ...
+    def close_ahead(self, run: str) -> None: ...
 
-    def ahead_of(self, thread_id: str, agent: str, seq: int) -> Ahead | None: ...
+    def ahead_of(self, run: str, agent: str, seq: int) -> Ahead | None: ...
 
 
 class StepPool:
-    """A team's steps in flight, by (thread id, agent).
+    """A team's steps in flight, by (run, agent): ``run`` is the run's key (``teamgraph/graph/runs.py``).
 
     Attributes:
-        draining: Threads whose run is stopping (the CLI's first Ctrl-C): no new step
+        draining: Runs that are stopping (the CLI's first Ctrl-C): no new step
             is started for them, and the scheduler waits for the ones running.
         ahead_counts: Thought-ahead calls started, claimed by their step, dropped (made on
             another state, replaced, or for a dispatch that was never started), and late.
@@ -109,17 +109,17 @@ class StepPool:
         """In a forked child: the parent's workers do not exist there; its dispatches are issued again."""
         self._start()
 
-    def running(self, thread_id: str, dispatches: Mapping[str, int]) -> dict[str, int]:
+    def running(self, run: str, dispatches: Mapping[str, int]) -> dict[str, int]:
         """The dispatches the pool holds (running or finished, not taken yet)."""
-        return {agent: seq for agent, seq in dispatches.items() if self._future(thread_id, agent, seq) is not None}
+        return {agent: seq for agent, seq in dispatches.items() if self._future(run, agent, seq) is not None}
 
-    def ensure(self, thread_id: str, agent: str, seq: int, step: Callable[[], StepResult]) -> None:
+    def ensure(self, run: str, agent: str, seq: int, step: Callable[[], StepResult]) -> None:
         """Run dispatch ``seq`` of ``agent`` unless the pool already runs (or ran) it.
 
         NOTE: the step runs in a copy of the issuing task's context, so its config,
         callbacks and stream writer (``stream_mode`` messages and custom) are that task's.
         """
-        key = (thread_id, agent)
+        key = (run, agent)
         with self._lock:
             held = self._futures.get(key)
             if held is not None and held[0] == seq:
@@ -127,9 +127,9 @@ class StepPool:
             context = contextvars.copy_context()
             self._futures[key] = (seq, self._executor.submit(context.run, step))
 
-    def wait(self, thread_id: str, dispatches: Mapping[str, int], *, every: bool, timeout: float | None) -> None:
+    def wait(self, run: str, dispatches: Mapping[str, int], *, every: bool, timeout: float | None) -> None:
         """Wait until one (or, with ``every``, each) of ``dispatches`` is done, at most ``timeout`` s."""
-        futures = [f for agent, seq in dispatches.items() if (f := self._future(thread_id, agent, seq)) is not None]
+        futures = [f for agent, seq in dispatches.items() if (f := self._future(run, agent, seq)) is not None]
         deadline = None if timeout is None else time.monotonic() + timeout
         while futures:
             # NOTE: in short slices, so a drain (Ctrl-C) turns "the first" into "every one".
@@ -138,43 +138,43 @@ class StepPool:
                 return
             slice_ = DRAIN_CHECK_SECONDS if left is None else min(left, DRAIN_CHECK_SECONDS)
             done, pending = wait(futures, timeout=slice_, return_when=FIRST_COMPLETED)
-            if not pending or (done and not every and thread_id not in self.draining):
+            if not pending or (done and not every and run not in self.draining):
                 return
             futures = list(pending)
 
-    def done(self, thread_id: str, dispatches: Mapping[str, int]) -> dict[str, StepResult]:
+    def done(self, run: str, dispatches: Mapping[str, int]) -> dict[str, StepResult]:
         """The results of ``dispatches`` that are done, still held until ``release``; errors re-raise."""
         finished = {
             agent: future
             for agent, seq in dispatches.items()
-            if (future := self._future(thread_id, agent, seq)) is not None and future.done()
+            if (future := self._future(run, agent, seq)) is not None and future.done()
         }
-        return results(finished, lambda agent: self.release(thread_id, {agent: dispatches[agent]}))
+        return results(finished, lambda agent: self.release(run, {agent: dispatches[agent]}))
 
-    def release(self, thread_id: str, dispatches: Mapping[str, int]) -> None:
+    def release(self, run: str, dispatches: Mapping[str, int]) -> None:
         """Forget ``dispatches`` (taken by a pass whose state records them)."""
         with self._lock:
             for agent, seq in dispatches.items():
-                held = self._futures.get((thread_id, agent))
+                held = self._futures.get((run, agent))
                 if held is not None and held[0] == seq:
-                    del self._futures[(thread_id, agent)]
+                    del self._futures[(run, agent)]
 
-    def holds_ahead(self, thread_id: str, agent: str, seq: int, reads: tuple[Any, ...]) -> bool:
+    def holds_ahead(self, run: str, agent: str, seq: int, reads: tuple[Any, ...]) -> bool:
         """Whether a call no step used yet is held for dispatch ``seq`` of ``agent``, made on ``reads``.
 
         NOTE: a pass retried after a failure issues the same dispatch again: that call serves.
         """
         with self._lock:
-            held = self._ahead.get((thread_id, agent))
+            held = self._ahead.get((run, agent))
         return held is not None and held[0] == seq and not held[1].claimed and held[1].reads == reads
 
-    def think_ahead(self, thread_id: str, agent: str, seq: int, reads: tuple[Any, ...], prepared: Prepared) -> None:
+    def think_ahead(self, run: str, agent: str, seq: int, reads: tuple[Any, ...], prepared: Prepared) -> None:
         """Start the first model call of dispatch ``seq`` of ``agent``, made on what it ``reads``.
 
         NOTE: it runs on a worker, in a copy of the issuing task's context (config,
         callbacks, stream writer), as a step does. Any other call held for the agent is dropped.
         """
-        key = (thread_id, agent)
+        key = (run, agent)
         context = contextvars.copy_context()
         answer = self._thinking.submit(context.run, prepared.call)
         ahead = Ahead(reads=reads, prepared=prepared, answer=answer, counts=self.ahead_counts, lock=self._lock)
@@ -186,24 +186,24 @@ class StepPool:
         if replaced is not None:
             replaced[1].drop()
 
-    def close_ahead(self, thread_id: str) -> None:
-        """A run of ``thread_id`` ended: what was opened for its unused calls ends (their answers stay).
+    def close_ahead(self, run: str) -> None:
+        """The run ``run`` ended: what was opened for its unused calls ends (their answers stay).
 
         NOTE: a run that stops after a pass (an error, a closed stream, the recursion limit,
         a drain) must not leave their traced runs open; a resumed run may still use the answers.
         """
         with self._lock:
-            held = [ahead for (thread, _), (_, ahead) in self._ahead.items() if thread == thread_id]
+            held = [ahead for (owner, _), (_, ahead) in self._ahead.items() if owner == run]
         for ahead in held:
             ahead.close(CallDropped("the run ended before a step used this call"))
 
-    def ahead_of(self, thread_id: str, agent: str, seq: int) -> Ahead | None:
+    def ahead_of(self, run: str, agent: str, seq: int) -> Ahead | None:
         """The thought-ahead call of dispatch ``seq`` of ``agent`` (it leaves the pool), if any.
 
         NOTE: a call for an earlier dispatch is dropped; one for a later dispatch stays
         (each superstep starts every dispatch it records, the running ones too).
         """
-        key = (thread_id, agent)
+        key = (run, agent)
         with self._lock:
             held = self._ahead.get(key)
             if held is None or held[0] > seq:
@@ -216,9 +216,9 @@ class StepPool:
             return None
         return held[1]
 
-    def _future(self, thread_id: str, agent: str, seq: int) -> Future[StepResult] | None:
+    def _future(self, run: str, agent: str, seq: int) -> Future[StepResult] | None:
         with self._lock:
-            held = self._futures.get((thread_id, agent))
+            held = self._futures.get((run, agent))
         return held[1] if held is not None and held[0] == seq else None
 
 
@@ -267,77 +267,77 @@ class VirtualStepPool:
         self.now = 0.0
         self.draining: set[str] = set()
 
-    def running(self, thread_id: str, dispatches: Mapping[str, int]) -> dict[str, int]:
+    def running(self, run: str, dispatches: Mapping[str, int]) -> dict[str, int]:
         """The dispatches the pool holds (issued or finished, not taken yet)."""
-        return {agent: seq for agent, seq in dispatches.items() if self._holds(thread_id, agent, seq)}
+        return {agent: seq for agent, seq in dispatches.items() if self._holds(run, agent, seq)}
 
-    def ensure(self, thread_id: str, agent: str, seq: int, step: Callable[[], StepResult]) -> None:
+    def ensure(self, run: str, agent: str, seq: int, step: Callable[[], StepResult]) -> None:
         """Issue dispatch ``seq`` of ``agent`` at the current virtual time, unless held already."""
-        if self._holds(thread_id, agent, seq):
+        if self._holds(run, agent, seq):
             return
-        key = (thread_id, agent)
+        key = (run, agent)
         self._finished.pop(key, None)
         n = self._counts[key] = self._counts.get(key, -1) + 1
         self._issued[key] = (seq, self.now + self._latency(agent, n), contextvars.copy_context(), step)
 
-    def wait(self, thread_id: str, dispatches: Mapping[str, int], *, every: bool, timeout: float | None) -> None:
+    def wait(self, run: str, dispatches: Mapping[str, int], *, every: bool, timeout: float | None) -> None:
         """Run the first of ``dispatches`` to finish (and any finishing at the same time), or every one."""
         del timeout  # NOTE: virtual time never waits on the clock
         keys = sorted(
             (finish, agent)
             for agent, seq in dispatches.items()
-            if (held := self._issued.get((thread_id, agent))) is not None and held[0] == seq
+            if (held := self._issued.get((run, agent))) is not None and held[0] == seq
             for finish in (held[1],)
         )
         if not keys:
             return
-        last = keys[-1][0] if every or thread_id in self.draining else keys[0][0]
+        last = keys[-1][0] if every or run in self.draining else keys[0][0]
         for finish, agent in keys:
             if finish > last:
                 break
-            seq, _, context, step = self._issued.pop((thread_id, agent))
+            seq, _, context, step = self._issued.pop((run, agent))
             future: Future[StepResult] = Future()
             try:
                 future.set_result(context.run(step))
             except Exception as exc:
                 future.set_exception(exc)
-            self._finished[(thread_id, agent)] = (seq, future)
+            self._finished[(run, agent)] = (seq, future)
             self.now = max(self.now, finish)
 
-    def done(self, thread_id: str, dispatches: Mapping[str, int]) -> dict[str, StepResult]:
+    def done(self, run: str, dispatches: Mapping[str, int]) -> dict[str, StepResult]:
         """The results of ``dispatches`` that finished, still held until ``release``; errors re-raise."""
         finished = {
             agent: held[1]
             for agent, seq in dispatches.items()
-            if (held := self._finished.get((thread_id, agent))) is not None and held[0] == seq
+            if (held := self._finished.get((run, agent))) is not None and held[0] == seq
         }
-        return results(finished, lambda agent: self.release(thread_id, {agent: dispatches[agent]}))
+        return results(finished, lambda agent: self.release(run, {agent: dispatches[agent]}))
 
-    def release(self, thread_id: str, dispatches: Mapping[str, int]) -> None:
+    def release(self, run: str, dispatches: Mapping[str, int]) -> None:
         """Forget ``dispatches`` (taken by a pass whose state records them)."""
         for agent, seq in dispatches.items():
-            held = self._finished.get((thread_id, agent))
+            held = self._finished.get((run, agent))
             if held is not None and held[0] == seq:
-                del self._finished[(thread_id, agent)]
+                del self._finished[(run, agent)]
 
-    def holds_ahead(self, thread_id: str, agent: str, seq: int, reads: tuple[Any, ...]) -> bool:
+    def holds_ahead(self, run: str, agent: str, seq: int, reads: tuple[Any, ...]) -> bool:
         """False: no call is thought ahead in virtual time."""
-        del thread_id, agent, seq, reads
+        del run, agent, seq, reads
         return False
 
-    def think_ahead(self, thread_id: str, agent: str, seq: int, reads: tuple[Any, ...], prepared: Prepared) -> None:
+    def think_ahead(self, run: str, agent: str, seq: int, reads: tuple[Any, ...], prepared: Prepared) -> None:
         """Nothing: in virtual time a step's call is made when the step runs."""
-        del thread_id, agent, seq, reads, prepared
+        del run, agent, seq, reads, prepared
 
-    def close_ahead(self, thread_id: str) -> None:
+    def close_ahead(self, run: str) -> None:
         """Nothing is thought ahead in virtual time."""
-        del thread_id
+        del run
 
-    def ahead_of(self, thread_id: str, agent: str, seq: int) -> Ahead | None:
+    def ahead_of(self, run: str, agent: str, seq: int) -> Ahead | None:
         """None: no call is thought ahead in virtual time."""
-        del thread_id, agent, seq
+        del run, agent, seq
         return None
 
-    def _holds(self, thread_id: str, agent: str, seq: int) -> bool:
-        key = (thread_id, agent)
+    def _holds(self, run: str, agent: str, seq: int) -> bool:
+        key = (run, agent)
         return any(held is not None and held[0] == seq for held in (self._issued.get(key), self._finished.get(key)))

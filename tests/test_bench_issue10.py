@@ -198,3 +198,19 @@ def test_checkpoints_per_call_are_judged_on_the_slope_between_run_lengths():
     assert (record(two_per_call)["measured"], record(two_per_call)["status"]) == ("2.00", "MISS")
     only_long = [_row("teamgraph", {"rounds": 100}, checkpoints=100, model_calls=100)]
     assert (record(only_long)["measured"], record(only_long)["status"]) == ("-", "n/a")
+
+
+def test_the_framework_time_is_shown_beside_what_one_prebuilt_react_agent_costs():
+    rows = [
+        _row("teamgraph", {"rounds": 10, "saver": "teamgraph"}, overhead_ms_per_call=2.5),
+        _row("teamgraph", {"rounds": 100, "saver": "teamgraph"}, overhead_ms_per_call=2.6),
+    ]
+    floor = [
+        _row("react", {"rounds": 10, "saver": "teamgraph"}, system="langgraph-react", overhead_ms_per_call=3.0),
+        _row("react", {"rounds": 100, "saver": "teamgraph"}, system="langgraph-react", overhead_ms_per_call=9.0),
+    ]
+    (alone,) = (r for r in targets_issue10.framework_targets(rows) if r["target"].startswith("framework time"))
+    (beside,) = (r for r in targets_issue10.framework_targets(rows + floor) if r["target"].startswith("framework time"))
+    assert (alone["status"], beside["status"]) == ("MISS", "MISS")
+    assert "ReAct" not in alone["note"]
+    assert beside["note"].endswith("on the Team's saver: 3.0 / 9.0 ms")

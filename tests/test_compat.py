@@ -37,7 +37,15 @@ def test_each_key_is_langgraphs_own_and_its_fallback_is_the_same_value():
     for name, value in KNOWN_VALUES.items():
         assert getattr(compat, name) == getattr(internals, name) == value, name
     assert sorted(compat.__all__) == sorted(
-        [*KNOWN_VALUES, "DELTA_SNAPSHOT", "SQLITE_DELTA", "read_fresh", "read_graph_state", "route_edits"]
+        [
+            *KNOWN_VALUES,
+            "DELTA_SNAPSHOT",
+            "SQLITE_DELTA",
+            "effective_config",
+            "read_fresh",
+            "read_graph_state",
+            "route_edits",
+        ]
     )
     assert compat.SQLITE_DELTA is not None  # the Team's saver reads a thread's writes in one scan
     assert compat.DELTA_SNAPSHOT is not None  # and stores a snapshot of histories as batches

@@ -12,13 +12,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessageChunk
+from audit_fixtures import log_lines
+from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.types import Command
 from scripting import act, call, reply_when_done
 
 from teamgraph import Policy, ScriptedChatModel, Team
+from teamgraph.audit import parse_line
 from teamgraph.demo import DEMO_SCRIPT
 from tests.test_async import ASK_SCRIPT, FINAL
 
@@ -79,3 +81,78 @@ def test_a_parent_streams_the_teams_tokens_tagged_per_agent(tmp_path: Path) -> N
     )
     agents = {meta.get("teamgraph_agent") for _, (message, meta) in chunks if isinstance(message, AIMessageChunk)}
     assert agents == {"Team Leader", "UI Operator_1", "UI Operator_2", "Full-Stack Engineer_1"}
+
+
+def test_a_team_called_inside_a_parent_nodes_function_runs(tmp_path: Path) -> None:
+    team_graph = Team(model=ScriptedChatModel(DEMO_SCRIPT), home=tmp_path).compile()
+
+    def node(state: MessagesState) -> dict[str, Any]:
+        # NOTE: no config passed: the team inherits the parent task's (no checkpointer here).
+        return team_graph.invoke({"messages": state["messages"]})
+
+    async def anode(state: MessagesState) -> dict[str, Any]:
+        return await team_graph.ainvoke({"messages": state["messages"]})
+
+    for fn in (node, anode):
+        builder = StateGraph(MessagesState)
+        builder.add_node("team", fn)
+        builder.add_edge(START, "team")
+        builder.add_edge("team", END)
+        parent = builder.compile()
+        request = {"messages": [("user", "Build a login feature")]}
+        result = parent.invoke(request, CONFIG) if fn is node else asyncio.run(parent.ainvoke(request, CONFIG))
+        assert result["messages"][-1].content.startswith(FINAL)
+
+
+@pytest.mark.parametrize("checkpointer", [None, "memory"])
+def test_two_team_nodes_in_one_parent_thread_are_two_runs(tmp_path: Path, checkpointer: str | None) -> None:
+    graph = Team(model=ScriptedChatModel(TWO_MEMBERS), home=tmp_path, policy=Policy(scheduling="completions")).compile()
+    builder = StateGraph(MessagesState)
+    for node in ("first", "second"):
+        builder.add_node(node, graph)
+        builder.add_edge(START, node)
+        builder.add_edge(node, END)
+    parent = builder.compile(checkpointer=InMemorySaver() if checkpointer else None)
+    result = parent.invoke({"messages": [("user", "Survey and draw.")]}, CONFIG)
+    answers = [m for m in result["messages"] if isinstance(m, AIMessage) and m.content.startswith(FINAL)]
+    assert len(answers) == 2
+
+
+def _echo(messages: list[Any]) -> str:
+    return "ANSWER TO: " + " | ".join(str(m.content) for m in messages if isinstance(m, HumanMessage))
+
+
+def test_runs_without_a_thread_id_never_share_their_steps(tmp_path: Path) -> None:
+    team = Team(
+        model=ScriptedChatModel({"Team Leader": [_echo] * 12}),
+        home=tmp_path,
+        policy=Policy(scheduling="completions"),
+    )
+    parent = _parent(team)
+    requests = [f"Request number {n}." for n in range(4)]
+    for _ in range(3):
+        # NOTE: no thread id, no checkpointer: four runs at once, each its own.
+        results = parent.batch([{"messages": [("user", text)]} for text in requests])
+        for text, result in zip(requests, results, strict=True):
+            answer = result["messages"][-1].content
+            assert text in answer and all(other not in answer for other in requests if other != text)
+
+
+def _logged(home: Path, turns: int) -> list[tuple[str, str, str, str]]:
+    parent = _parent(Team(model=ScriptedChatModel(DEMO_SCRIPT), home=home), InMemorySaver())
+    for _ in range(turns):
+        assert parent.invoke({"messages": [("user", "Build a login feature")]}, CONFIG)["messages"][-1].content
+    events = [parse_line(line) for line in log_lines(home, project="outer")]
+    return [(e.sender, e.receiver, e.content, e.level) for e in events]
+
+
+def test_each_parent_turn_is_a_fresh_team_run_in_the_log(tmp_path: Path) -> None:
+    # NOTE: a team node's state is its parent task's: the second turn starts a new team,
+    # whose log starts afresh (no false "history shorter than the log", nothing skipped).
+    once = _logged(tmp_path / "once", 1)
+    twice = _logged(tmp_path / "twice", 2)
+    assert "CRITICAL" not in {level for *_, level in twice}
+    # NOTE: the second turn's team also reads the first turn's messages (the parent's whole
+    # conversation): its deliveries are numbered on; every other line is logged twice.
+    work = [event for event in once if " delivered" not in event[2] and not event[2].startswith("task: ")]
+    assert work and all(twice.count(event) == 2 * once.count(event) for event in work)

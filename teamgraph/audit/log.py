@@ -48,6 +48,7 @@ from teamgraph.audit.lines import SYSTEM
 from teamgraph.audit.project import PROJECT_NAME_KEY, log_folder, logs_dir, project_name
 from teamgraph.audit.records import TIME_FORMAT, LogEvent, format_line, parse_line
 from teamgraph.checkpoints.saver import set_wal
+from teamgraph.graph.runs import run_key
 
 INDEX_FILE = ".collaboration.sqlite"
 BUSY_TIMEOUT = 30.0
@@ -361,7 +362,9 @@ def write_committed(
     if folder is None:
         return []
     configurable = config.get("configurable") or {}
-    thread = str(configurable.get("thread_id") or configurable[PROJECT_NAME_KEY])
+    # NOTE: the cursor is the run's (its state's): a team inside a parent graph starts afresh
+    # in every parent task, under the parent's thread id.
+    thread = run_key(config) or str(configurable[PROJECT_NAME_KEY])
     now = runtime.clock.now()
     stamp = now.strftime(TIME_FORMAT)
 

@@ -16,6 +16,7 @@ keys, crash on ``resume=None``, ``{}`` dropped).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,8 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
 from teamgraph.checkpoints.lease import hold_thread
-from teamgraph.compat import CONFIG_KEY_CHECKPOINTER, CONFIG_KEY_DURABILITY
+from teamgraph.compat import CONFIG_KEY_DURABILITY, effective_config
+from teamgraph.graph.runs import RUN_KEY, RunScope, scope_of
 
 
 class ResumeValueError(ValueError):
@@ -59,9 +61,10 @@ class TeamGraph(CompiledStateGraph):
 
     Attributes:
         lease_home: Where the leases live (None: no lease).
-        on_end: Called with the thread id when a run of the thread ends, however it ends
-            (its calls thought ahead and not used are settled: ``StepPool.close_ahead``).
-        on_start: Called with the run's config (its ``configurable`` merged) as a run starts,
+        on_end: Called with the run's key (``teamgraph/graph/runs.py``) when a run ends,
+            however it ends (its calls thought ahead and not used are settled:
+            ``StepPool.close_ahead``).
+        on_start: Called with the run's merged config as a run starts,
             before its first checkpoint (the log's index opens meanwhile: ``open_log_soon``).
     """
 
@@ -78,60 +81,55 @@ class TeamGraph(CompiledStateGraph):
         self.on_end = on_end
         self.on_start = on_start
 
-    def _configurable(self, config: Any) -> dict[str, Any]:
-        return {**(self.config or {}).get("configurable", {}), **((config or {}).get("configurable") or {})}
+    def _scoped(self, config: Any) -> tuple[RunScope, dict[str, Any], RunnableConfig]:
+        """The run's scope, the config to run it with, and the merged config it will have."""
+        merged = effective_config(self, config)
+        scope = scope_of(merged.get("configurable") or {})
+        added: dict[str, Any] = {RUN_KEY: scope.key}
+        if not scope.saved:
+            # NOTE: a parent graph without a checkpointer saves nothing, and the team's "sync"
+            # durability would wait for a checkpoint never put (LangGraph 1.2 raises).
+            added[CONFIG_KEY_DURABILITY] = "async"
+        given = dict(config or {})
+        # NOTE: only keys that are not checkpoint coordinates: LangGraph still merges the ambient config.
+        given["configurable"] = {**(given.get("configurable") or {}), **added}
+        return scope, given, merged
 
-    def _thread(self, config: Any) -> str | None:
-        thread = self._configurable(config).get("thread_id")
-        return None if thread is None else str(thread)
+    def _leased(self, scope: RunScope) -> AbstractContextManager[object]:
+        # NOTE: inside a parent graph the parent's run owns the thread (and lends its checkpointer,
+        # or none): two team nodes of one parent thread are two runs, not a conflict.
+        if self.lease_home is None or scope.thread is None or scope.nested:
+            return nullcontext()
+        return hold_thread(self.lease_home, scope.thread)
 
-    def _started(self, config: Any) -> None:
+    def _started(self, merged: RunnableConfig) -> None:
         if self.on_start is not None:
-            self.on_start(RunnableConfig(configurable=self._configurable(config)))
-
-    def _saved(self, config: Any) -> Any:
-        configurable = self._configurable(config)
-        if CONFIG_KEY_CHECKPOINTER in configurable and configurable[CONFIG_KEY_CHECKPOINTER] is None:
-            # NOTE: a subgraph of a parent without a checkpointer saves nothing, and the team's
-            # "sync" durability would wait for a checkpoint never put (LangGraph 1.2 raises).
-            return {**(config or {}), "configurable": {**configurable, CONFIG_KEY_DURABILITY: "async"}}
-        return config
+            self.on_start(merged)
 
     def stream(self, input: Any, config: Any = None, **kwargs: Any) -> Iterator[Any]:  # noqa: A002
         check_resume(input)
-        config = self._saved(config)
-        thread = self._thread(config)
+        scope, config, merged = self._scoped(config)
         try:
-            if self.lease_home is None or thread is None:
-                self._started(config)
-                yield from super().stream(input, config, **kwargs)
-                return
-            with hold_thread(self.lease_home, thread):
-                self._started(config)
+            with self._leased(scope):
+                self._started(merged)
                 yield from super().stream(input, config, **kwargs)
         finally:
-            self._ended(thread)
+            self._ended(scope)
 
     async def astream(self, input: Any, config: Any = None, **kwargs: Any) -> AsyncIterator[Any]:  # noqa: A002
         check_resume(input)
-        config = self._saved(config)
-        thread = self._thread(config)
+        scope, config, merged = self._scoped(config)
         try:
-            if self.lease_home is None or thread is None:
-                self._started(config)
-                async for chunk in super().astream(input, config, **kwargs):
-                    yield chunk
-                return
-            with hold_thread(self.lease_home, thread):
-                self._started(config)
+            with self._leased(scope):
+                self._started(merged)
                 async for chunk in super().astream(input, config, **kwargs):
                     yield chunk
         finally:
-            self._ended(thread)
+            self._ended(scope)
 
-    def _ended(self, thread: str | None) -> None:
-        if self.on_end is not None and thread is not None:
-            self.on_end(thread)
+    def _ended(self, scope: RunScope) -> None:
+        if self.on_end is not None:
+            self.on_end(scope.key)
 
 
 def guarded(

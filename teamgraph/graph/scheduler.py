@@ -25,6 +25,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.types import default_retry_on
 
 from teamgraph.audit.traces import open_run
+from teamgraph.graph.runs import run_key
 from teamgraph.history import HistoryAppend
 from teamgraph.ledger.mail import new_user_messages
 from teamgraph.models.scripted import AGENT_KEY
@@ -57,10 +58,6 @@ def with_retries(step: Callable[[], dict[str, Any]]) -> Callable[[], dict[str, A
     return attempt
 
 
-def thread_of(config: RunnableConfig) -> str:
-    return str(config.get("configurable", {}).get("thread_id", ""))
-
-
 def start(
     runtime: TeamRuntime,
     step_for: StepFor,
@@ -69,15 +66,15 @@ def start(
     config: RunnableConfig,
 ) -> None:
     """Start the dispatches ``agents`` (agent -> dispatch number) on ``state``, unless already running."""
-    thread_id = thread_of(config)
+    key = run_key(config)
     pool = runtime.steps
-    held = pool.running(thread_id, agents)
+    held = pool.running(key, agents)
     for agent, seq in agents.items():
         if agent in held:
             continue  # NOTE: running already; its call thought ahead, if any, was claimed
-        ahead = pool.ahead_of(thread_id, agent, seq)
+        ahead = pool.ahead_of(key, agent, seq)
         step = partial(take_step, runtime, step_for, state, agent, config, ahead=ahead)
-        pool.ensure(thread_id, agent, seq, with_retries(step) if agent == LEADER else step)
+        pool.ensure(key, agent, seq, with_retries(step) if agent == LEADER else step)
 
 
 def after_pass(state: Mapping[str, Any], updates: Mapping[str, Any]) -> dict[str, Any]:
@@ -110,10 +107,10 @@ def think_ahead(
     that does not think ahead), while draining (no new step starts) or before the human
     gate (the steps wait for the person's answer).
     """
-    thread_id = thread_of(config)
+    key = run_key(config)
     team = updates.get("team", {})
     pool = runtime.steps
-    if not pool.thinks_ahead or runtime.scheduling() == "lockstep" or thread_id in pool.draining or team.get("human"):
+    if not pool.thinks_ahead or runtime.scheduling() == "lockstep" or key in pool.draining or team.get("human"):
         return
     before = committed.get("team", {}).get("in_flight", {})
     issued = [(agent, seq) for agent, seq in team.get("in_flight", {}).items() if before.get(agent) != seq]
@@ -122,7 +119,7 @@ def think_ahead(
     state = after_pass(committed, updates)
     for agent, seq in issued:
         reads = step_reads(state, agent)
-        if pool.holds_ahead(thread_id, agent, seq, reads):
+        if pool.holds_ahead(key, agent, seq, reads):
             continue  # NOTE: a pass retried after a failure: the call it made serves
         try:
             start = begin_step(runtime, step_for, state, agent, config)
@@ -132,7 +129,7 @@ def think_ahead(
             continue  # NOTE: the step makes no call (the loop guard stops its turn)
         # NOTE: its traced run opens now, under this pass's run: the call and the step's tools nest in it.
         run = open_run(inputs={AGENT_KEY: agent}, config=start.config)
-        pool.think_ahead(thread_id, agent, seq, reads, start.first_call(run))
+        pool.think_ahead(key, agent, seq, reads, start.first_call(run))
 
 
 def seconds_to_next_deadline(runtime: TeamRuntime, state: Mapping[str, Any]) -> float | None:
@@ -168,7 +165,7 @@ def start_recorded(runtime: TeamRuntime, step_for: StepFor, state: Mapping[str, 
     them: a lockstep batch stays whole, so a resume replays the same interleaving.
     """
     in_flight = state.get("team", {}).get("in_flight", {})
-    if in_flight and thread_of(config) not in runtime.steps.draining:
+    if in_flight and run_key(config) not in runtime.steps.draining:
         start(runtime, step_for, state, in_flight, config)
 
 
@@ -178,12 +175,12 @@ def wait_for_steps(runtime: TeamRuntime, state: Mapping[str, Any], config: Runna
     No wait when a person's answers or the user's new message are waiting to be applied,
     and none past the next deadline of a pending request.
     """
-    thread_id = thread_of(config)
+    key = run_key(config)
     pool = runtime.steps
-    held = pool.running(thread_id, state.get("team", {}).get("in_flight", {}))
+    held = pool.running(key, state.get("team", {}).get("in_flight", {}))
     if held and not has_input(state):
-        every = runtime.scheduling() == "lockstep" or thread_id in pool.draining
-        pool.wait(thread_id, held, every=every, timeout=seconds_to_next_deadline(runtime, state))
+        every = runtime.scheduling() == "lockstep" or key in pool.draining
+        pool.wait(key, held, every=every, timeout=seconds_to_next_deadline(runtime, state))
 
 
 def finished_steps(runtime: TeamRuntime, state: Mapping[str, Any], config: RunnableConfig) -> dict[str, dict[str, Any]]:
@@ -193,7 +190,7 @@ def finished_steps(runtime: TeamRuntime, state: Mapping[str, Any], config: Runna
     them for the retried pass (taken and dropped, they would be issued again).
     """
     in_flight = state.get("team", {}).get("in_flight", {})
-    return runtime.steps.done(thread_of(config), in_flight) if in_flight else {}
+    return runtime.steps.done(run_key(config), in_flight) if in_flight else {}
 
 
 def release(
@@ -201,7 +198,7 @@ def release(
 ) -> None:
     """The pool forgets the finished steps this pass took (its updates record them)."""
     in_flight = state.get("team", {}).get("in_flight", {})
-    runtime.steps.release(thread_of(config), {agent: in_flight[agent] for agent in finished})
+    runtime.steps.release(run_key(config), {agent: in_flight[agent] for agent in finished})
 
 
 def with_finished(state: Mapping[str, Any], finished: Mapping[str, dict[str, Any]]) -> dict[str, Any]:

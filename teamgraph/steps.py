@@ -25,10 +25,11 @@ import time
 import weakref
 from collections import Counter
 from collections.abc import Callable, Mapping
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import Any, Protocol
 
 from teamgraph.ahead import AHEAD_DROPPED, AHEAD_STARTED, Ahead, CallDropped, Prepared
+from teamgraph.workers import DaemonExecutor
 
 StepResult = dict[str, Any]
 
@@ -97,10 +98,12 @@ class StepPool:
         _POOLS.add(self)
 
     def _start(self) -> None:
-        self._executor = ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix="teamgraph-step")
+        # NOTE: daemon threads: an interpreter that exits (a Ctrl-C) does not wait for the
+        # model calls in flight (teamgraph/workers.py).
+        self._executor = DaemonExecutor(workers=self._workers, name="teamgraph-step")
         # NOTE: thought-ahead calls have workers of their own: a step waiting for its call
         # must never hold the worker that call is queued for.
-        self._thinking = ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix="teamgraph-ahead")
+        self._thinking = DaemonExecutor(workers=self._workers, name="teamgraph-ahead")
         self._futures: dict[tuple[str, str], tuple[int, Future[StepResult]]] = {}
         self._ahead: dict[tuple[str, str], tuple[int, Ahead]] = {}
         self._lock = threading.Lock()

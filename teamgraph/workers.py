@@ -1,0 +1,74 @@
+"""Worker threads an exiting interpreter does not wait for: where the agents' model steps run.
+
+NOTE: ``ThreadPoolExecutor`` joins its workers when the interpreter exits. A Ctrl-C (or a
+run the caller stops) left the process waiting for every model call still in flight,
+whose answers nobody applies (a resumed run makes those calls again), and forever for a
+provider that never answers (``ChatOpenAI`` has no timeout by default). Steps write
+nothing themselves (the router's pass applies their results and the checkpointer saves
+them), so abandoning one at exit loses only that call, as a crash would. The log's
+writer and flusher threads stay ordinary pools: their writes must finish.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+__all__ = ["DaemonExecutor"]
+
+T = TypeVar("T")
+
+
+@dataclass
+class _Work:
+    future: Future[Any]
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+
+
+class DaemonExecutor:
+    """Up to ``workers`` daemon threads running what is submitted, in order, like ``ThreadPoolExecutor``.
+
+    Args:
+        workers: The most threads it starts (one more only when none is idle).
+        name: The threads' name prefix.
+    """
+
+    def __init__(self, *, workers: int, name: str) -> None:
+        self._workers = workers
+        self._name = name
+        self._queue: queue.SimpleQueue[_Work] = queue.SimpleQueue()
+        self._idle = threading.Semaphore(0)
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+
+    def submit(self, fn: Callable[..., T], /, *args: Any) -> Future[T]:
+        """Run ``fn(*args)`` on a worker; its future has its result or its exception."""
+        future: Future[T] = Future()
+        self._queue.put(_Work(future, fn, args))
+        if not self._idle.acquire(blocking=False):
+            with self._lock:
+                if len(self._threads) < self._workers:
+                    thread = threading.Thread(
+                        target=self._work, name=f"{self._name}_{len(self._threads)}", daemon=True
+                    )
+                    self._threads.append(thread)
+                    thread.start()
+        return future
+
+    def _work(self) -> None:
+        while True:
+            work = self._queue.get()
+            if work.future.set_running_or_notify_cancel():
+                try:
+                    result = work.fn(*work.args)
+                except BaseException as exc:  # noqa: BLE001 - the future carries it, as ThreadPoolExecutor's does
+                    work.future.set_exception(exc)
+                else:
+                    work.future.set_result(result)
+            del work  # NOTE: drop the finished work's references before waiting for the next
+            self._idle.release()

@@ -53,9 +53,7 @@ class DaemonExecutor:
         if not self._idle.acquire(blocking=False):
             with self._lock:
                 if len(self._threads) < self._workers:
-                    thread = threading.Thread(
-                        target=self._work, name=f"{self._name}_{len(self._threads)}", daemon=True
-                    )
+                    thread = threading.Thread(target=self._work, name=f"{self._name}_{len(self._threads)}", daemon=True)
                     self._threads.append(thread)
                     thread.start()
         return future

@@ -135,9 +135,6 @@ class TeamState(TypedDict, total=False):
             bookkeeping. Written by the router only.
         outbox: The effects that the last superstep's agent steps asked for; the
             router applies them. Cleared every superstep.
-        log: Where the collaboration log of this state's branch ends (an
-            ``audit.events.Cursor``): written by the pass that logged its parent state,
-            so a fork is logged from its own point (``audit/committed.py``).
     """
 
     messages: Annotated[
@@ -162,8 +159,6 @@ class TeamState(TypedDict, total=False):
     ]
     team: TeamBook
     outbox: Annotated[list[dict[str, Any]], Topic(dict)]
-    # NOTE: a plain dict here: the Cursor type lives in teamgraph.audit, which imports this module.
-    log: dict[str, Any]
 
 
 class TeamInput(TypedDict, total=False):

@@ -74,6 +74,8 @@ class Steps(Protocol):
 
     def close_ahead(self, run: str) -> None: ...
 
+    def forget(self, run: str) -> None: ...
+
     def ahead_of(self, run: str, agent: str, seq: int) -> Ahead | None: ...
 
 
@@ -199,6 +201,21 @@ class StepPool:
             held = [ahead for (owner, _), (_, ahead) in self._ahead.items() if owner == run]
         for ahead in held:
             ahead.close(CallDropped("the run ended before a step used this call"))
+
+    def forget(self, run: str) -> None:
+        """The run ``run`` ended and nothing can resume it: its steps and calls leave the pool.
+
+        NOTE: a run without a thread id, or a team inside a parent graph that saves nothing,
+        has a key no later run has: kept, what it left in the pool would pile up run after run.
+        """
+        with self._lock:
+            futures = [self._futures.pop(key)[1] for key in [k for k in self._futures if k[0] == run]]
+            held = [self._ahead.pop(key)[1] for key in [k for k in self._ahead if k[0] == run]]
+            self.ahead_counts[AHEAD_DROPPED] += len(held)
+        for future in futures:
+            future.cancel()  # NOTE: one not started yet is never run; a running one ends unused
+        for ahead in held:
+            ahead.drop()
 
     def ahead_of(self, run: str, agent: str, seq: int) -> Ahead | None:
         """The thought-ahead call of dispatch ``seq`` of ``agent`` (it leaves the pool), if any.
@@ -335,6 +352,12 @@ class VirtualStepPool:
     def close_ahead(self, run: str) -> None:
         """Nothing is thought ahead in virtual time."""
         del run
+
+    def forget(self, run: str) -> None:
+        """The run ``run`` ended and nothing can resume it: its steps leave the pool."""
+        for held in (self._issued, self._finished, self._counts):
+            for key in [k for k in held if k[0] == run]:
+                del held[key]
 
     def ahead_of(self, run: str, agent: str, seq: int) -> Ahead | None:
         """None: no call is thought ahead in virtual time."""

@@ -15,6 +15,7 @@ import pytest
 from audit_fixtures import log_lines
 from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.errors import GraphRecursionError
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.types import Command
 from scripting import act, call, reply_when_done
@@ -35,6 +36,11 @@ TWO_MEMBERS = {
     ],
     "Researcher_1": [act(call("list_files")), "Survey done."],
     "UI Operator_1": ["Screens drawn."],
+}
+LONG_TWO_MEMBERS = {
+    **TWO_MEMBERS,
+    "Researcher_1": [act(call("list_files")), "Survey done."] * 20,
+    "UI Operator_1": ["Screens drawn."] * 20,
 }
 
 CONFIG = {"configurable": {"thread_id": "outer"}}
@@ -156,3 +162,19 @@ def test_each_parent_turn_is_a_fresh_team_run_in_the_log(tmp_path: Path) -> None
     # conversation): its deliveries are numbered on; every other line is logged twice.
     work = [event for event in once if " delivered" not in event[2] and not event[2].startswith("task: ")]
     assert work and all(twice.count(event) == 2 * once.count(event) for event in work)
+
+
+@pytest.mark.parametrize("thread", [None, "outer"])
+def test_runs_nothing_can_resume_leave_nothing_in_the_pool(tmp_path: Path, thread: str | None) -> None:
+    # NOTE: a parent without a checkpointer: each run's key is new, and a run stopped by the
+    # recursion limit leaves steps and calls thought ahead that no later run can take.
+    team = Team(model=ScriptedChatModel(LONG_TWO_MEMBERS), home=tmp_path, policy=Policy(scheduling="completions"))
+    parent = _parent(team)
+    for n in range(4):
+        config: dict[str, Any] = {"recursion_limit": 4}
+        if thread:
+            config["configurable"] = {"thread_id": thread}
+        with pytest.raises(GraphRecursionError):
+            parent.invoke({"messages": [("user", f"Go {n}")]}, config)
+    pool = team.runtime.steps
+    assert not pool._futures and not pool._ahead

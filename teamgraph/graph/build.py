@@ -72,7 +72,7 @@ def build_team_graph(runtime: TeamRuntime, *, checkpointer: Any = None) -> Compi
     graph = guarded(
         compiled,
         lease_home=lease_home,
-        on_end=lambda thread: runtime.steps.close_ahead(thread),
+        on_end=lambda run: runtime.steps.close_ahead(run.key) if run.resumable else runtime.steps.forget(run.key),
         on_start=lambda config: open_log_soon(runtime, config),
     )
     config: dict[str, Any] = {

@@ -25,7 +25,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
 from teamgraph.checkpoints.lease import hold_thread
-from teamgraph.compat import CONFIG_KEY_DURABILITY, effective_config
+from teamgraph.compat import CONFIG_KEY_CHECKPOINTER, CONFIG_KEY_DURABILITY, effective_config
 from teamgraph.graph.runs import RUN_KEY, RunScope, scope_of
 
 
@@ -61,9 +61,9 @@ class TeamGraph(CompiledStateGraph):
 
     Attributes:
         lease_home: Where the leases live (None: no lease).
-        on_end: Called with the run's key (``teamgraph/graph/runs.py``) when a run ends,
-            however it ends (its calls thought ahead and not used are settled:
-            ``StepPool.close_ahead``).
+        on_end: Called with the run's scope (``teamgraph/graph/runs.py``) when a run ends,
+            however it ends (its calls thought ahead and not used are settled, and a run
+            nothing can resume is forgotten: ``StepPool.close_ahead`` / ``forget``).
         on_start: Called with the run's merged config as a run starts,
             before its first checkpoint (the log's index opens meanwhile: ``open_log_soon``).
     """
@@ -72,7 +72,7 @@ class TeamGraph(CompiledStateGraph):
         self,
         *,
         lease_home: Path | None = None,
-        on_end: Callable[[str], None] | None = None,
+        on_end: Callable[[RunScope], None] | None = None,
         on_start: Callable[[RunnableConfig], None] | None = None,
         **kwargs: Any,
     ) -> None:
@@ -84,9 +84,10 @@ class TeamGraph(CompiledStateGraph):
     def _scoped(self, config: Any) -> tuple[RunScope, dict[str, Any], RunnableConfig]:
         """The run's scope, the config to run it with, and the merged config it will have."""
         merged = effective_config(self, config)
-        scope = scope_of(merged.get("configurable") or {})
+        own = self.checkpointer is not None and self.checkpointer is not False
+        scope = scope_of(merged.get("configurable") or {}, own_checkpointer=own)
         added: dict[str, Any] = {RUN_KEY: scope.key}
-        if not scope.saved:
+        if not scope.saved and CONFIG_KEY_CHECKPOINTER in (merged.get("configurable") or {}):
             # NOTE: a parent graph without a checkpointer saves nothing, and the team's "sync"
             # durability would wait for a checkpoint never put (LangGraph 1.2 raises).
             added[CONFIG_KEY_DURABILITY] = "async"
@@ -129,14 +130,14 @@ class TeamGraph(CompiledStateGraph):
 
     def _ended(self, scope: RunScope) -> None:
         if self.on_end is not None:
-            self.on_end(scope.key)
+            self.on_end(scope)
 
 
 def guarded(
     graph: CompiledStateGraph,
     *,
     lease_home: Path | None,
-    on_end: Callable[[str], None] | None = None,
+    on_end: Callable[[RunScope], None] | None = None,
     on_start: Callable[[RunnableConfig], None] | None = None,
 ) -> TeamGraph:
     """The same compiled graph as a ``TeamGraph`` (leases in ``lease_home``; None: no lease; the hooks)."""

@@ -38,7 +38,8 @@ class RunScope:
             without a thread (nothing can resume it).
         thread: The thread id, if any.
         nested: It runs inside a parent graph's task (as a node, or called from a node).
-        saved: A checkpointer keeps its state (False: a parent graph without one).
+        saved: A checkpointer keeps its state (False: no checkpointer, or a parent graph
+            without one).
     """
 
     key: str
@@ -46,9 +47,19 @@ class RunScope:
     nested: bool
     saved: bool
 
+    @property
+    def resumable(self) -> bool:
+        """Whether a later run can take up this one (its steps and calls thought ahead)."""
+        return self.thread is not None and self.saved
 
-def scope_of(configurable: Mapping[str, Any]) -> RunScope:
-    """The scope of a run whose merged config has ``configurable`` (see ``compat.effective_config``)."""
+
+def scope_of(configurable: Mapping[str, Any], *, own_checkpointer: bool) -> RunScope:
+    """The scope of a run whose merged config has ``configurable`` (see ``compat.effective_config``).
+
+    Args:
+        configurable: The run's merged ``configurable``.
+        own_checkpointer: The compiled graph has a checkpointer (a parent may lend another, or none).
+    """
     raw_thread = configurable.get("thread_id")
     thread = None if raw_thread is None else str(raw_thread)
     namespace = str(configurable.get(NS_KEY) or "")
@@ -56,7 +67,8 @@ def scope_of(configurable: Mapping[str, Any]) -> RunScope:
         key = uuid.uuid4().hex
     else:
         key = f"{thread}|{namespace}" if namespace else thread
-    saved = not (CONFIG_KEY_CHECKPOINTER in configurable and configurable[CONFIG_KEY_CHECKPOINTER] is None)
+    lent = configurable.get(CONFIG_KEY_CHECKPOINTER)
+    saved = lent is not None if CONFIG_KEY_CHECKPOINTER in configurable else own_checkpointer
     return RunScope(key=key, thread=thread, nested=bool(namespace), saved=saved)
 
 

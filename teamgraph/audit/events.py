@@ -78,6 +78,36 @@ def new_cursor() -> Cursor:
     )
 
 
+def carried_key(carried: Cursor | None) -> str:
+    """A cursor a state carries, as the log's index compares it ('' when it carries none)."""
+    return "" if carried is None else json.dumps(carried, sort_keys=True)
+
+
+def start_cursor(saved: str | None, logged_from: str | None, carried: Cursor | None) -> tuple[Cursor, bool]:
+    """Where a write of a state's lines starts, and whether the state is on another branch.
+
+    Args:
+        saved: The index's cursor for the run: where its last write ended (JSON).
+        logged_from: The cursor the state of that last write carried (``carried_key``);
+            None in an index written before states carried one.
+        carried: The cursor the state carries now (``state["log"]``, set by the pass
+            that logged its parent state), None when it carries none.
+
+    NOTE: a state carrying the cursor the last write's state carried is that state again
+    (a pass repeated after a crash, the gate resumed, ``flush_log`` after the last pass):
+    the log has its lines up to ``saved``. A state carrying another cursor is on another
+    branch (a fork from an earlier checkpoint, or a new thread under this id in another
+    checkpointer): its own cursor says what of it the log has.
+    """
+    if saved is None:
+        return (carried if carried is not None else new_cursor()), False
+    if logged_from is None or logged_from == carried_key(carried):
+        return json.loads(saved), False
+    start = carried if carried is not None else new_cursor()
+    # NOTE: the next pass of a run carries what the last write ended at: no branch.
+    return start, carried_key(start) != carried_key(json.loads(saved))
+
+
 def history_events(
     agent: str, history: list[AnyMessage], start: int, *, now: str, requests: Mapping[str, Any], policy: Policy
 ) -> tuple[list[LogEvent], int]:

@@ -132,3 +132,26 @@ def test_log_writes_are_deltas_that_fold_to_each_cursor_in_any_batching(cursors,
     for start in range(0, len(writes), chunk):
         folded = merge_log(folded, writes[start : start + chunk])
     assert folded == cursors[-1]
+
+
+@pytest.mark.parametrize("saver", ["team", "memory"])
+def test_two_edits_of_one_checkpoint_are_two_branches(tmp_path: Path, saver: str) -> None:
+    # NOTE: review 17: both edits carry the checkpoint's cursor; only their messages tell them apart.
+    team = _team(tmp_path, InMemorySaver() if saver == "memory" else None)
+    graph, config = team.compile(), {"configurable": {"thread_id": "fruit"}}
+    graph.invoke({"messages": [("user", "Research fruit")]}, config)
+    flush_log(team, config)
+    tip = graph.get_state(config)
+    graph.update_state(tip.config, {"messages": [("user", "pears A1"), ("user", "pears A2"), ("user", "pears A3")]})
+    flush_log(team, config)
+    before = len(read_log(team, config))
+    graph.update_state(tip.config, {"messages": [("user", "pears B")]})
+    flush_log(team, config)
+    graph.invoke({"messages": [("user", "plums B")]}, config)
+    flush_log(team, config)
+    branch = read_log(team, config)[before:]
+    contents = [event.content for event in branch]
+    assert not _problems(branch)
+    assert "branch" in contents[0]
+    assert "task: pears B" in contents and "task: plums B" in contents
+    assert not [c for c in contents if "pears A" in c]

@@ -20,7 +20,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_config
 
 from teamgraph.audit import rotation
-from teamgraph.audit.events import Cursor, derive_events
+from teamgraph.audit.events import Cursor, LoggedState, derive_events
 from teamgraph.audit.log import Logged, append_events
 from teamgraph.audit.project import PROJECT_NAME_KEY, log_folder, logs_dir, project_name
 from teamgraph.audit.records import TIME_FORMAT, LogEvent, parse_line
@@ -71,8 +71,9 @@ def log_state(
     def derive(cursor: Cursor) -> tuple[list[LogEvent], Cursor]:
         return derive_events(state, cursor, now=stamp, policy=runtime.policy)
 
-    carried: Cursor | None = state.get(LOG_CURSOR_KEY)
-    return append_events(folder, project_name(config), thread, now, derive, carried=carried, sync=sync)
+    # NOTE: an empty channel reads as {}: the same as carrying none.
+    at = LoggedState(state, state.get(LOG_CURSOR_KEY) or None)
+    return append_events(folder, project_name(config), thread, now, derive, at=at, sync=sync)
 
 
 def write_committed(

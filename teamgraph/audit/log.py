@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from teamgraph.audit import rotation
-from teamgraph.audit.events import Cursor, carried_key, start_cursor
+from teamgraph.audit.events import Cursor, LoggedState, start_cursor
 from teamgraph.audit.lines import SYSTEM
 from teamgraph.audit.records import TIME_FORMAT, LogEvent, format_line
 from teamgraph.checkpoints.saver import set_wal
@@ -305,7 +305,7 @@ def append_events(
     now: datetime,
     derive: Any,
     *,
-    carried: Cursor | None = None,
+    at: LoggedState | None = None,
     sync: bool = True,
 ) -> Logged:
     """Append the events ``derive(cursor)`` returns, with the advanced cursor, exactly once.
@@ -316,7 +316,7 @@ def append_events(
         thread: The run's key (each run has its own cursor: ``teamgraph/graph/runs.py``).
         now: The clock's time: the day file written to, and when old files are archived.
         derive: ``cursor -> (events, new cursor)``.
-        carried: The cursor the logged state carries (see ``events.start_cursor``).
+        at: The state logged (see ``events.start_cursor``); None: a state that carries no cursor.
         sync: Flush the lines to disk before returning; with False the caller calls
             ``sync_appended`` later (the router's writer thread, after the pass has its lines).
 
@@ -335,7 +335,8 @@ def append_events(
         if daily:
             _recover_alone(db, folder)  # NOTE: it may have recorded this file's size anew
             saved, maintained, recorded, logged_from = _where_logged(db, thread, path.name)
-        start, branched = start_cursor(saved, logged_from, carried)
+        at = at or LoggedState({})
+        start, branched = start_cursor(saved, logged_from, at)
         events, advanced = derive(start)
         lines = [format_line(event) for event in events]
         if branched:
@@ -354,7 +355,7 @@ def append_events(
             )
         db.execute(
             "INSERT OR REPLACE INTO cursors VALUES (?, ?, ?, ?)",
-            (thread, json.dumps(advanced), today, carried_key(carried)),
+            (thread, json.dumps(advanced), today, at.key(advanced)),
         )
     if sync:
         sync_appended(folder)

@@ -144,7 +144,7 @@ def start_cursor(saved: str | None, logged_from: str | None, at: LoggedState) ->
     if logged_from is None or logged_from == at.key(logged):
         return logged, False
     # NOTE: the next pass of a run carries what the last write ended at: no branch.
-    return own, json.dumps(own, sort_keys=True) != json.dumps(logged, sort_keys=True)
+    return own, own != logged
 
 
 def history_events(

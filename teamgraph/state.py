@@ -117,55 +117,6 @@ def merge_records(
     return merged
 
 
-def latest_book(current: TeamBook | None, writes: Sequence[TeamBook]) -> TeamBook:
-    """The team book: each write is the whole book (the last one wins).
-
-    NOTE: a DeltaChannel, not a plain value: a plain value is also stored in every
-    checkpoint's ``channel_values``, and the router writes the book at every pass
-    (3.65 -> 3.38 KB per message at 1 000 messages, 3.74 -> 3.42 at 5 000).
-    """
-    return writes[-1] if writes else (current or TeamBook())
-
-
-WHOLE_LOG = "__whole__"
-"""A ``log`` write that replaces the cursor instead of updating its fields (``log_delta``)."""
-
-
-def log_delta(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> dict[str, Any]:
-    """The write that turns log cursor ``old`` into ``new``: its changed fields only.
-
-    NOTE: the pass that logs a state writes the cursor after its lines into the next one
-    (``audit/committed.py``), once per pass; what changes per pass is a few counters.
-    """
-    if not old or set(old) - set(new):
-        return {**new, WHOLE_LOG: True}
-    delta: dict[str, Any] = {}
-    for key, value in new.items():
-        before = old.get(key)
-        if isinstance(value, dict) and isinstance(before, dict):
-            if set(before) - set(value):
-                return {**new, WHOLE_LOG: True}  # NOTE: a field is only dropped by a whole write
-            changed = {k: v for k, v in value.items() if before.get(k) != v}
-            if changed:
-                delta[key] = changed
-        elif before != value:
-            delta[key] = value
-    return delta
-
-
-def merge_log(current: Mapping[str, Any] | None, writes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Fold ``log_delta`` writes into the log cursor (batching-invariant; nothing mutated)."""
-    merged: dict[str, Any] = dict(current or {})
-    for write in writes:
-        if write.get(WHOLE_LOG):
-            merged = {k: v for k, v in write.items() if k != WHOLE_LOG}
-            continue
-        for key, value in write.items():
-            before = merged.get(key)
-            merged[key] = {**before, **value} if isinstance(value, dict) and isinstance(before, dict) else value
-    return merged
-
-
 class TeamState(TypedDict, total=False):
     """The state of one team thread.
 
@@ -184,9 +135,6 @@ class TeamState(TypedDict, total=False):
             bookkeeping. Written by the router only.
         outbox: The effects that the last superstep's agent steps asked for; the
             router applies them. Cleared every superstep.
-        log: Where the collaboration log of this state's branch ends (an
-            ``audit.events.Cursor``): written by the pass that logged its parent state,
-            so a fork is logged from its own point (``audit/committed.py``).
     """
 
     messages: Annotated[
@@ -209,10 +157,8 @@ class TeamState(TypedDict, total=False):
         dict[str, Delivery],
         DeltaChannel(merge_records, snapshot_frequency=HISTORY_SNAPSHOT_FREQUENCY),
     ]
-    team: Annotated[TeamBook, DeltaChannel(latest_book, snapshot_frequency=ROSTER_SNAPSHOT_FREQUENCY)]
+    team: TeamBook
     outbox: Annotated[list[dict[str, Any]], Topic(dict)]
-    # NOTE: a plain dict here: the Cursor type lives in teamgraph.audit, which imports this module.
-    log: Annotated[dict[str, Any], DeltaChannel(merge_log, snapshot_frequency=ROSTER_SNAPSHOT_FREQUENCY)]
 
 
 class TeamInput(TypedDict, total=False):
@@ -242,7 +188,7 @@ class TeamOutput(TypedDict, total=False):
         dict[str, AgentRecord],
         DeltaChannel(merge_records, snapshot_frequency=ROSTER_SNAPSHOT_FREQUENCY),
     ]
-    team: Annotated[TeamBook, DeltaChannel(latest_book, snapshot_frequency=ROSTER_SNAPSHOT_FREQUENCY)]
+    team: TeamBook
 
 
 class RouterInput(TypedDict, total=False):
@@ -259,4 +205,4 @@ class RouterInput(TypedDict, total=False):
         dict[str, dict[str, Any]],
         DeltaChannel(merge_records, snapshot_frequency=ROSTER_SNAPSHOT_FREQUENCY),
     ]
-    team: Annotated[dict[str, Any], DeltaChannel(latest_book, snapshot_frequency=ROSTER_SNAPSHOT_FREQUENCY)]
+    team: dict[str, Any]

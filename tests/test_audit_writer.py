@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 from scripting import act, call, quiet
 
-import teamgraph.audit.committed as audit_committed
 import teamgraph.audit.log as audit_log
 import teamgraph.audit.writer as audit_writer
 from teamgraph import ScriptedChatModel, Team
@@ -74,7 +73,7 @@ def test_a_failed_log_write_leaves_the_finished_step_to_the_retried_pass(
         MEMBER: [member_turn, member_turn],
     }
     graph = Team(model=ScriptedChatModel(script), home=tmp_path).compile()
-    original, failed = audit_writer.log_state, []
+    original, failed = audit_writer.write_committed, []
 
     def flaky(runtime, state, config=None, **kwargs):
         if MEMBER in state.get("team", {}).get("in_flight", {}) and not failed:
@@ -82,7 +81,7 @@ def test_a_failed_log_write_leaves_the_finished_step_to_the_retried_pass(
             raise OSError("disk full")
         return original(runtime, state, config, **kwargs)
 
-    monkeypatch.setattr(audit_writer, "log_state", flaky)
+    monkeypatch.setattr(audit_writer, "write_committed", flaky)
     with pytest.raises(OSError):
         graph.invoke({"messages": [("user", "Go")]}, CONFIG)
     graph.invoke(None, CONFIG)  # NOTE: the disk has room again: the run goes on
@@ -148,7 +147,7 @@ def test_an_index_retired_between_its_lookup_and_its_lock_is_opened_again(
         return index
 
     monkeypatch.setattr(audit_log, "_open_index", interleaved)
-    assert append_events(f1, "p", "t", NOW, _lines(1)).lines
+    assert append_events(f1, "p", "t", NOW, _lines(1))
     assert once
 
 
@@ -158,24 +157,24 @@ def test_a_run_opens_its_log_index_as_it_starts_and_writes_lines_only_from_its_p
     # NOTE: the index of a fresh home is opened on the writer thread as the run starts (while
     # LangGraph writes its first checkpoints), before the first pass asks for its lines.
     order: list[str] = []
-    open_log, append = audit_log.open_log, audit_committed.append_events
+    open_log, append = audit_log.open_log, audit_log.append_events
 
     def opening(folder: Path) -> list[str]:
         order.append("open")
         return open_log(folder)
 
-    def appending(*args, **kwargs):
+    def appending(*args, **kwargs) -> list[str]:
         order.append("lines")
         return append(*args, **kwargs)
 
     monkeypatch.setattr(audit_log, "open_log", opening)
-    monkeypatch.setattr(audit_committed, "append_events", appending)
+    monkeypatch.setattr(audit_log, "append_events", appending)
     team = Team(model=ScriptedChatModel({LEADER: ["Hello."]}), home=tmp_path)
     team.compile().invoke({"messages": [("user", "hi")]}, CONFIG)
     assert order[0] == "open" and order.count("open") == 1 and "lines" in order
-    folder = audit_committed.log_folder(team.runtime, CONFIG)
+    folder = audit_log.log_folder(team.runtime, CONFIG)
     assert folder is not None and (folder / audit_log.INDEX_FILE).exists()
-    assert [e.kind for e in audit_committed.read_log(team, CONFIG)][:1] == ["task"]  # NOTE: the lines are the passes'
+    assert [e.kind for e in audit_log.read_log(team, CONFIG)][:1] == ["task"]  # NOTE: the lines are the passes'
 
     opened = tmp_path / "other" / "logs"
     audit_log.open_log(opened)  # NOTE: opening alone writes no line
@@ -201,20 +200,20 @@ def test_a_router_pass_has_its_lines_before_they_are_flushed_and_they_are_flushe
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     order: list[str] = []
-    write = audit_committed.log_state
+    write = audit_log.write_committed
 
-    def writing(*args, **kwargs):
+    def writing(*args, **kwargs) -> list[str]:
         order.append(f"lines sync={kwargs.get('sync', True)}")
         return write(*args, **kwargs)
 
-    monkeypatch.setattr(audit_writer, "log_state", writing)
+    monkeypatch.setattr(audit_writer, "write_committed", writing)
     flushed = _flushes(monkeypatch)
     team = Team(
         model=ScriptedChatModel({LEADER: [act(call("create_sub_agent", role_id="researcher")), "Done."]}), home=tmp_path
     )
     team.compile().invoke({"messages": [("user", "hi")]}, CONFIG)
     audit_writer.write_committed_soon(team.runtime, team.state(CONFIG), CONFIG).result()
-    folder = audit_committed.log_folder(team.runtime, CONFIG)
+    folder = audit_log.log_folder(team.runtime, CONFIG)
     assert folder is not None
     audit_writer._submit(folder, lambda: []).result()  # NOTE: the writer thread is idle: every flush is queued
     audit_writer._FLUSHER[0].submit(lambda: None).result()  # NOTE: and every flush ran

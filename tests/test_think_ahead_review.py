@@ -85,7 +85,7 @@ def test_a_superstep_retried_after_a_failed_log_write_makes_each_call_once(
     }
     team = Team(model=ScriptedChatModel(counting(script, calls)), home=tmp_path, policy=COMPLETIONS, clock=FakeClock())
     graph = team.compile()
-    original, failed = audit_writer.log_state, []
+    original, failed = audit_writer.write_committed, []
 
     def flaky(runtime, state, config=None, **kwargs):
         # NOTE: the pass that takes the leader's create_sub_agent step (R1 not spawned yet).
@@ -95,7 +95,7 @@ def test_a_superstep_retried_after_a_failed_log_write_makes_each_call_once(
             raise OSError("disk full")
         return original(runtime, state, config, **kwargs)
 
-    monkeypatch.setattr(audit_writer, "log_state", flaky)
+    monkeypatch.setattr(audit_writer, "write_committed", flaky)
     config = {"configurable": {"thread_id": "log-fails"}}
     with pytest.raises(OSError):
         graph.invoke({"messages": [("user", "Go")]}, config)

@@ -143,7 +143,7 @@ def test_a_run_that_fails_after_its_pass_leaves_no_traced_run_open(
     }
     team = Team(model=ScriptedChatModel(script), home=tmp_path, policy=COMPLETIONS, clock=FakeClock())
     graph = team.compile()
-    original = audit_writer.log_state
+    original = audit_writer.write_committed
 
     def flaky(runtime, state, config=None, **kwargs):
         spawning = LEADER in state.get("team", {}).get("in_flight", {}) and R1 not in state.get("agents", {})
@@ -151,7 +151,7 @@ def test_a_run_that_fails_after_its_pass_leaves_no_traced_run_open(
             raise OSError("disk full")
         return original(runtime, state, config, **kwargs)
 
-    monkeypatch.setattr(audit_writer, "log_state", flaky)
+    monkeypatch.setattr(audit_writer, "write_committed", flaky)
     runs = Runs()
     with pytest.raises(OSError):
         graph.invoke({"messages": [("user", "Go")]}, {"configurable": {"thread_id": "fails"}, "callbacks": [runs]})

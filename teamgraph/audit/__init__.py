@@ -1,6 +1,6 @@
 """Audit: the collaboration log, token accounting, stats, export, the exception policy."""
 
-from teamgraph.audit.committed import flush_log, read_log, write_committed
+from teamgraph.audit.log import flush_log, read_log, write_committed
 from teamgraph.audit.project import project_name
 from teamgraph.audit.records import LINE_RE, LogEvent, format_line, parse_line
 from teamgraph.audit.redact import redact, redact_value

@@ -10,10 +10,8 @@ the few records still open) and the same state always gives the same events.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any, TypedDict
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
@@ -78,73 +76,6 @@ def new_cursor() -> Cursor:
         agents={},
         budgets={},
     )
-
-
-@dataclass(frozen=True)
-class LoggedState:
-    """A state to log, as the log's index tells one from another.
-
-    Attributes:
-        state: The committed state values.
-        carried: The cursor the state carries (``state["log"]``, written by the pass that
-            logged its parent state); None when it carries none.
-    """
-
-    state: Mapping[str, Any]
-    carried: Cursor | None = None
-
-    def key(self, cursor: Cursor) -> str:
-        """The state where ``cursor`` got to: the cursor it carries and its last messages there.
-
-        NOTE: two states carrying the same cursor are the same state (or one that only
-        added to it) only if they hold the same messages where the log got to: two edits
-        of one checkpoint carry its cursor and differ there (review 17).
-        """
-        return json.dumps([self.carried, state_marks(self.state, cursor)], sort_keys=True)
-
-
-def state_marks(state: Mapping[str, Any], cursor: Cursor) -> dict[str, str]:
-    """A digest of the last message of the conversation and of each history at ``cursor``'s positions."""
-    marks = {"messages": _mark(state.get("messages") or [], cursor.get("user", 0))}
-    histories = state.get("histories") or {}
-    for agent, logged in (cursor.get("histories") or {}).items():
-        marks[f"h:{agent}"] = _mark(histories.get(agent) or [], logged)
-    return marks
-
-
-def _mark(messages: Any, logged: int) -> str:
-    if logged <= 0:
-        return ""
-    if logged > len(messages):
-        return "-"
-    message = messages[logged - 1]
-    text = f"{message.type}\0{message.content}\0{getattr(message, 'tool_call_id', '')}"
-    return hashlib.blake2b(text.encode("utf-8", "replace"), digest_size=8).hexdigest()
-
-
-def start_cursor(saved: str | None, logged_from: str | None, at: LoggedState) -> tuple[Cursor, bool]:
-    """Where a write of a state's lines starts, and whether the state is on another branch.
-
-    Args:
-        saved: The index's cursor for the run: where its last write ended (JSON).
-        logged_from: ``LoggedState.key`` of the last write's state at ``saved``; None in
-            an index written before states carried a cursor.
-        at: The state to log.
-
-    NOTE: a state whose key at ``saved`` is the last write's is that state again, or one
-    that only added to it (a pass repeated after a crash, the gate resumed, the next run
-    after ``flush_log``): the log has its lines up to ``saved``. Any other state is on
-    another branch (a fork, a second edit of one checkpoint, a new thread under this id
-    in another checkpointer): the cursor it carries says what of it the log has.
-    """
-    own = at.carried if at.carried is not None else new_cursor()
-    if saved is None:
-        return own, False
-    logged: Cursor = json.loads(saved)
-    if logged_from is None or logged_from == at.key(logged):
-        return logged, False
-    # NOTE: the next pass of a run carries what the last write ended at: no branch.
-    return own, own != logged
 
 
 def history_events(

@@ -16,8 +16,8 @@ import sqlite_utils
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 
-from teamgraph.audit.committed import read_log
 from teamgraph.audit.events import derive_events, new_cursor
+from teamgraph.audit.log import read_log
 from teamgraph.audit.records import TIME_FORMAT
 from teamgraph.audit.redact import redact, redact_value
 from teamgraph.audit.tokens import TokenUsage, team_tokens, with_tokens

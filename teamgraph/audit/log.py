@@ -1,8 +1,7 @@
 """The collaboration log writer: exactly once, from committed state.
 
-``append_events`` writes the lines of the state each router pass reads
-(``audit/committed.py``, on the writer thread ``audit/writer.py``; the pass waits for
-it before it takes any step): that
+``write_committed`` runs for the state each router pass reads (on the writer
+thread, ``audit/writer.py``; the pass waits for it before it takes any step): that
 state was committed (durability ``"sync"``), so a crash can only repeat a pass
 over the same state. Lines are derived deterministically from
 that state (``events.py``) and appended together with the cursor that says
@@ -34,25 +33,28 @@ import os
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
+from langgraph.config import get_config
+
 from teamgraph.audit import rotation
-from teamgraph.audit.events import Cursor, LoggedState, start_cursor
+from teamgraph.audit.events import Cursor, derive_events, new_cursor
 from teamgraph.audit.lines import SYSTEM
-from teamgraph.audit.records import TIME_FORMAT, LogEvent, format_line
+from teamgraph.audit.project import PROJECT_NAME_KEY, log_folder, logs_dir, project_name
+from teamgraph.audit.records import TIME_FORMAT, LogEvent, format_line, parse_line
 from teamgraph.checkpoints.saver import set_wal
+from teamgraph.graph.runs import run_key
 
 INDEX_FILE = ".collaboration.sqlite"
 BUSY_TIMEOUT = 30.0
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS files (name TEXT PRIMARY KEY, size INTEGER NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS cursors"
-    " (thread TEXT PRIMARY KEY, cursor TEXT NOT NULL, maintained TEXT, logged_from TEXT)",
+    "CREATE TABLE IF NOT EXISTS cursors (thread TEXT PRIMARY KEY, cursor TEXT NOT NULL, maintained TEXT)",
 )
 OPEN_INDEXES = 16
 """Index connections kept open (least recently used closed first): opening one costs ms."""
@@ -76,9 +78,6 @@ class _Index:
         self.db.execute("PRAGMA synchronous=NORMAL")
         for statement in _SCHEMA:
             self.db.execute(statement)
-        if "logged_from" not in {row[1] for row in self.db.execute("PRAGMA table_info(cursors)")}:
-            # NOTE: an index from before states carried their cursor (``start_cursor`` reads NULL as "continue").
-            self.db.execute("ALTER TABLE cursors ADD COLUMN logged_from TEXT")
 
 
 _OPEN: OrderedDict[Path, _Index] = OrderedDict()
@@ -209,20 +208,6 @@ def _lost_line(path: Path, lost: int) -> str:
     )
 
 
-def _branch_line(thread: str, now: datetime) -> str:
-    """The line that opens the log of a branch: the lines after it restart at its fork point."""
-    return format_line(
-        LogEvent(
-            time=now.strftime(TIME_FORMAT),
-            sender=SYSTEM,
-            receiver=SYSTEM,
-            kind="task",
-            content=f"{thread}: a branch (a fork from an earlier checkpoint, or a new thread under this id) "
-            "is logged from its own point",
-        )
-    )
-
-
 def _append(path: Path, lines: list[str], *, committed: int) -> int:
     """Append ``lines`` to ``path`` after cutting off any tail past its ``committed`` size; returns the new size."""
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, rotation.FILE_MODE)
@@ -284,44 +269,22 @@ def _raise_failed_flush(folder: Path) -> None:
         raise failed
 
 
-@dataclass(frozen=True)
-class Logged:
-    """One write to the log: the lines it appended and the cursor after them.
-
-    Attributes:
-        lines: The lines written (maybe none).
-        cursor: Where the log of the state's branch now ends: the router's pass puts it
-            in the state it writes (``state["log"]``), so a fork carries its own.
-    """
-
-    lines: list[str]
-    cursor: Cursor
-
-
 def append_events(
-    folder: Path,
-    project: str,
-    thread: str,
-    now: datetime,
-    derive: Any,
-    *,
-    at: LoggedState | None = None,
-    sync: bool = True,
-) -> Logged:
+    folder: Path, project: str, thread: str, now: datetime, derive: Any, *, sync: bool = True
+) -> list[str]:
     """Append the events ``derive(cursor)`` returns, with the advanced cursor, exactly once.
 
     Args:
         folder: The logs folder.
         project: The project name (in the file names).
-        thread: The run's key (each run has its own cursor: ``teamgraph/graph/runs.py``).
+        thread: The thread id (each thread has its own cursor).
         now: The clock's time: the day file written to, and when old files are archived.
         derive: ``cursor -> (events, new cursor)``.
-        at: The state logged (see ``events.start_cursor``); None: a state that carries no cursor.
         sync: Flush the lines to disk before returning; with False the caller calls
             ``sync_appended`` later (the router's writer thread, after the pass has its lines).
 
     Returns:
-        The lines written and the cursor after them.
+        The lines written.
 
     Raises:
         OSError: A deferred flush of this folder failed (the disk may have lost lines).
@@ -330,17 +293,14 @@ def append_events(
     path = rotation.day_file(folder, project, now.date())
     today = now.date().isoformat()
     with _index(folder) as db:
-        saved, maintained, recorded, logged_from = _where_logged(db, thread, path.name)
+        saved, maintained, recorded = _where_logged(db, thread, path.name)
         daily = saved is None or maintained != today
         if daily:
             _recover_alone(db, folder)  # NOTE: it may have recorded this file's size anew
-            saved, maintained, recorded, logged_from = _where_logged(db, thread, path.name)
-        at = at or LoggedState({})
-        start, branched = start_cursor(saved, logged_from, at)
-        events, advanced = derive(start)
+            saved, maintained, recorded = _where_logged(db, thread, path.name)
+        cursor: Cursor = json.loads(saved) if saved is not None else new_cursor()
+        events, advanced = derive(cursor)
         lines = [format_line(event) for event in events]
-        if branched:
-            lines.insert(0, _branch_line(thread, now))
         if lines:
             size = _append(path, lines, committed=recorded or 0)
             with _UNSYNCED_GUARD:
@@ -353,26 +313,85 @@ def append_events(
                 "DELETE FROM files WHERE name = ?",
                 [(n,) for (n,) in db.execute("SELECT name FROM files") if n not in existing],
             )
-        db.execute(
-            "INSERT OR REPLACE INTO cursors VALUES (?, ?, ?, ?)",
-            (thread, json.dumps(advanced), today, at.key(advanced)),
-        )
+        db.execute("INSERT OR REPLACE INTO cursors VALUES (?, ?, ?)", (thread, json.dumps(advanced), today))
     if sync:
         sync_appended(folder)
         _raise_failed_flush(folder)
-    return Logged(lines, advanced)
+    return lines
 
 
-def _where_logged(
-    db: sqlite3.Connection, thread: str, day_file: str
-) -> tuple[str | None, str | None, int | None, str | None]:
-    """The run's cursor (JSON), the day its folder was last maintained, ``day_file``'s recorded
-    size, and the cursor the last write's state carried.
+def _where_logged(db: sqlite3.Connection, thread: str, day_file: str) -> tuple[str | None, str | None, int | None]:
+    """The thread's cursor (JSON) and the day its folder was last maintained, and ``day_file``'s recorded size.
 
     NOTE: one statement: each one hands the GIL over and back while the team's steps run.
     """
     return db.execute(
         "SELECT (SELECT cursor FROM cursors WHERE thread = ?), (SELECT maintained FROM cursors WHERE thread = ?),"
-        " (SELECT size FROM files WHERE name = ?), (SELECT logged_from FROM cursors WHERE thread = ?)",
-        (thread, thread, day_file, thread),
+        " (SELECT size FROM files WHERE name = ?)",
+        (thread, thread, day_file),
     ).fetchone()
+
+
+def write_committed(
+    runtime: Any,
+    state: Mapping[str, Any],
+    config: RunnableConfig | None = None,
+    *,
+    folder: Path | None = None,
+    sync: bool = True,
+) -> list[str]:
+    """Log what committed ``state`` adds to the thread's collaboration log.
+
+    Call it where the state read is committed: for the state a router pass reads
+    (``write_committed_soon``), the human gate's, or after a run with ``flush_log``.
+    Calling it twice on one state writes nothing the second time.
+
+    Args:
+        runtime: The team runtime (home folder, policy, clock).
+        state: Committed state values of the thread.
+        config: The run's config; the current LangGraph config when None.
+        folder: The logs folder, when the caller has it (``log_folder``); found from the config otherwise.
+        sync: Flush the lines to disk before returning (see ``append_events``).
+
+    Returns:
+        The lines written (empty when ``Policy.log`` is off, or the run names no
+        thread and no project).
+    """
+    config = config if config is not None else get_config()
+    folder = folder or log_folder(runtime, config)
+    if folder is None:
+        return []
+    configurable = config.get("configurable") or {}
+    # NOTE: the cursor is the run's (its state's): a team inside a parent graph starts afresh
+    # in every parent task, under the parent's thread id.
+    thread = run_key(config) or str(configurable[PROJECT_NAME_KEY])
+    now = runtime.clock.now()
+    stamp = now.strftime(TIME_FORMAT)
+
+    def derive(cursor: Cursor) -> tuple[list[LogEvent], Cursor]:
+        return derive_events(state, cursor, now=stamp, policy=runtime.policy)
+
+    return append_events(folder, project_name(config), thread, now, derive, sync=sync)
+
+
+def flush_log(team: Any, config: RunnableConfig) -> list[str]:
+    """Write the lines of the thread's latest committed state (after a run ends or pauses).
+
+    Each router pass logs the state it read, so the changes of the run's last
+    pass reach the log at the next pass, or here.
+
+    Args:
+        team: The ``Team``.
+        config: The thread's config.
+
+    Returns:
+        The lines written.
+    """
+    return write_committed(team.runtime, team.state(config), config)
+
+
+def read_log(team: Any, config: RunnableConfig) -> list[LogEvent]:
+    """Every event in the thread's project log files (day files, oldest first)."""
+    folder = logs_dir(team.home, config)
+    files = sorted(rotation.day_files(folder).items(), key=lambda item: item[1]) if folder.exists() else []
+    return [parse_line(line) for path, _ in files for line in path.read_text(encoding="utf-8").splitlines()]

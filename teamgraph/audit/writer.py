@@ -12,22 +12,19 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
 from teamgraph.audit import log as audit_log
-from teamgraph.audit.committed import log_state
-from teamgraph.audit.log import Logged
+from teamgraph.audit.log import write_committed
 from teamgraph.audit.project import log_folder
-
-T = TypeVar("T")
 
 _WRITERS: OrderedDict[Path, ThreadPoolExecutor] = OrderedDict()
 _WRITERS_GUARD = threading.Lock()
 
 
-def _submit(key: Path, fn: Callable[..., T], *args: Any, **kwargs: Any) -> Future[T]:
+def _submit(key: Path, fn: Callable[..., list[str]], *args: Any, **kwargs: Any) -> Future[list[str]]:
     """Run ``fn`` on the writer thread of the logs folder ``key`` (made on first use; the least recent retired)."""
     with _WRITERS_GUARD:  # NOTE: submitted under the guard: no writer is retired between lookup and submit
         writer = _WRITERS.get(key)
@@ -102,8 +99,8 @@ def open_log_soon(runtime: Any, config: RunnableConfig) -> None:
         _submit(folder, audit_log.open_log, folder)
 
 
-def write_committed_soon(runtime: Any, state: Mapping[str, Any], config: RunnableConfig) -> Future[Logged | None]:
-    """``log_state`` on the folder's writer thread (flushed after); wait for it before the pass ends.
+def write_committed_soon(runtime: Any, state: Mapping[str, Any], config: RunnableConfig) -> Future[list[str]]:
+    """``write_committed`` on the folder's writer thread (flushed after); wait for it before the pass ends.
 
     NOTE: the router waits for it before it takes the finished steps, so a failed write
     leaves them in the pool (a retried pass takes them, nothing runs twice), and the
@@ -117,17 +114,17 @@ def write_committed_soon(runtime: Any, state: Mapping[str, Any], config: Runnabl
         config: The run's config (the writer thread has no LangGraph context).
 
     Returns:
-        The future of what was written (None: the run writes no log).
+        The future of the lines written.
     """
     folder = log_folder(runtime, config)
     if folder is None:
-        done: Future[Logged | None] = Future()
-        done.set_result(None)
+        done: Future[list[str]] = Future()
+        done.set_result([])
         return done
     # NOTE: the folder is fixed now: a chdir before the write must not move a relative home.
     # NOTE: the pass waits for the lines and the index, not for the disk: they are flushed
     # once written, on the flusher thread (a process killed in between loses nothing: the
     # page cache has the lines).
-    written = _submit(folder, log_state, runtime, state, config, folder=folder, sync=False)
+    written = _submit(folder, write_committed, runtime, state, config, folder=folder, sync=False)
     written.add_done_callback(lambda _: flush_soon(folder))
     return written

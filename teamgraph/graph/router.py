@@ -16,7 +16,6 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END
 from langgraph.types import Command
 
-from teamgraph.audit.committed import LOG_CURSOR_KEY
 from teamgraph.audit.writer import write_committed_soon
 from teamgraph.compat import read_fresh, read_graph_state
 from teamgraph.graph import scheduler
@@ -26,7 +25,7 @@ from teamgraph.ledger.schedule import schedule
 from teamgraph.messaging import effects
 from teamgraph.nodes.agent_step import StepFor
 from teamgraph.runtime import TeamRuntime
-from teamgraph.state import RouterInput, TeamState, log_delta
+from teamgraph.state import RouterInput, TeamState
 
 Handler = Callable[[Ledger, Any], None]
 
@@ -155,9 +154,7 @@ def make_router(runtime: TeamRuntime, *, step_for: StepFor) -> RouterNode:
         scheduler.think_ahead(runtime, step_for, committed, updates, config)
         # NOTE: the checkpoint follows the log lines of the state the pass read; a failed
         # write (or pass) leaves the finished steps in the pool, for the retried pass.
-        if (written := logged.result()) is not None and written.cursor != committed.get(LOG_CURSOR_KEY):
-            # NOTE: the state carries where its branch's log ends: a fork is logged from there.
-            updates[LOG_CURSOR_KEY] = log_delta(committed.get(LOG_CURSOR_KEY), written.cursor)
+        logged.result()
         scheduler.release(runtime, committed, finished, config)
         # NOTE: a Command, not a conditional edge: an edge reads the state fresh, which
         # copies every channel (each agent's history too) after every pass.

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from langgraph.types import interrupt
 
-from teamgraph.audit.committed import write_committed
+from teamgraph.audit.log import write_committed
 from teamgraph.messaging import effects
 from teamgraph.protocols.requests import (
     HUMAN,

@@ -8,6 +8,7 @@ to the parent's saver, and a person's answer resumes the parent).
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 from typing import Any
 
@@ -178,3 +179,54 @@ def test_runs_nothing_can_resume_leave_nothing_in_the_pool(tmp_path: Path, threa
             parent.invoke({"messages": [("user", f"Go {n}")]}, config)
     pool = team.runtime.steps
     assert not pool._futures and not pool._ahead
+
+
+TOKEN = re.compile(r"Task-[A-Z]")
+ASK_ID = re.compile(r"\b(ask_\d+)")
+MEMBER_SIDES = {
+    "ends_its_turn": None,
+    "calls_a_tool": act(call("list_files")),
+    "opens_a_request": act(call("ask_master", question="May I start?")),
+}
+
+
+def _tokens(messages: list[Any]) -> list[str]:
+    return TOKEN.findall(" ".join(str(m.content) for m in messages))
+
+
+def _concurrent_leader(messages: list[Any]) -> Any:
+    said = [m for m in messages if isinstance(m, AIMessage)]
+    token = _tokens(messages[:2])[0]
+    if not said:
+        return act(call("create_sub_agent", role_id="researcher", task=f"Work on {token}."))
+    tail = " ".join(str(m.content) for m in messages[messages.index(said[-1]) + 1 :])
+    if "Question from" in tail:
+        return act(call("answer_sub_agent_question", question_id=ASK_ID.findall(tail)[-1], answer=f"Yes for {token}"))
+    results = [str(m.content) for m in messages if isinstance(m, HumanMessage) and "Result from" in str(m.content)]
+    if results and not any(str(m.content).startswith("FINAL") for m in said):
+        return "FINAL " + " ".join(_tokens([HumanMessage(results[-1])]))
+    return ""
+
+
+def _concurrent_member(first: Any) -> Any:
+    def play(messages: list[Any]) -> Any:
+        if not any(isinstance(m, AIMessage) for m in messages) and first is not None:
+            return first
+        return "Done " + " ".join(_tokens(messages))
+
+    return play
+
+
+@pytest.mark.parametrize("side", list(MEMBER_SIDES))
+@pytest.mark.parametrize("order", ["A first", "B first"])
+def test_two_runs_at_once_keep_each_protocol_to_its_own_run(tmp_path: Path, side: str, order: str) -> None:
+    # NOTE: no thread id, no checkpointer: two runs of one team in one process, at the same moment,
+    # with the member idle, calling a tool or opening a request while the other run does the same.
+    script = {"Team Leader": [_concurrent_leader] * 12, "Researcher_1": [_concurrent_member(MEMBER_SIDES[side])] * 6}
+    team = Team(model=ScriptedChatModel(script), home=tmp_path, policy=Policy(scheduling="completions"))
+    tokens = ["Task-A", "Task-B"] if order == "A first" else ["Task-B", "Task-A"]
+    results = _parent(team).batch([{"messages": [("user", f"Please do {token}.")]} for token in tokens])
+    for token, result in zip(tokens, results, strict=True):
+        final = result["messages"][-1].content
+        assert final.startswith("FINAL") and set(TOKEN.findall(final)) == {token}, final
+    assert not team.runtime.steps._futures and not team.runtime.steps._ahead

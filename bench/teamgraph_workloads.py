@@ -344,18 +344,6 @@ def _build_team(
     return team, graph
 
 
-def _open_sqlite_saver(path: Path):
-    """The Team's own saver (what `Team(home=...)` opens) on an existing file: (saver, connection).
-
-    NOTE: a resumed process opens what `Team(home=...)` opens (the file was written by
-    `fresh_sqlite_saver`).
-    """
-    from teamgraph.checkpoints.saver import open_sqlite_saver
-
-    saver = open_sqlite_saver(path)
-    return saver, saver.conn
-
-
 def _message_count(values: dict) -> int:
     """Messages in every agent's history (the user's task is in the leader's)."""
     return sum(len(h) for h in values.get("histories", {}).values())
@@ -705,7 +693,8 @@ def resume_child(args: dict) -> dict:
     rounds = int(args["rounds"])
     meter = ModelMeter()
     model = TeamModel(policies={LEADER: delegation_leader(rounds), "*": echo_member()}, meter=meter)
-    saver, conn = _open_sqlite_saver(path)
+    # NOTE: a resumed process opens what `Team(home=...)` opens, on the file the run wrote.
+    saver, conn, _ = sqlite_saver(path, {"saver": "teamgraph"})
     team, graph = _build_team(path.parent, model, saver, snapshot_frequency=args.get("snapshot_frequency"))
     config = {"configurable": {"thread_id": thread_id(rounds)}}
     clock.lap("open")

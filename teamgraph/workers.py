@@ -43,7 +43,7 @@ class DaemonExecutor:
         self._name = name
         self._queue: queue.SimpleQueue[_Work] = queue.SimpleQueue()
         self._idle = threading.Semaphore(0)
-        self._threads: list[threading.Thread] = []
+        self._started = 0
         self._lock = threading.Lock()
 
     def submit(self, fn: Callable[..., T], /, *args: Any) -> Future[T]:
@@ -52,10 +52,10 @@ class DaemonExecutor:
         self._queue.put(_Work(future, fn, args))
         if not self._idle.acquire(blocking=False):
             with self._lock:
-                if len(self._threads) < self._workers:
-                    thread = threading.Thread(target=self._work, name=f"{self._name}_{len(self._threads)}", daemon=True)
-                    self._threads.append(thread)
-                    thread.start()
+                if self._started < self._workers:
+                    name = f"{self._name}_{self._started}"
+                    threading.Thread(target=self._work, name=name, daemon=True).start()
+                    self._started += 1
         return future
 
     def _work(self) -> None:

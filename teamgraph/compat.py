@@ -19,12 +19,16 @@ from langgraph.graph.state import CompiledStateGraph
 
 __all__ = [
     "CONFIG_KEY_CHECKPOINTER",
+    "CONFIG_KEY_CHECKPOINT_MAP",
     "CONFIG_KEY_DURABILITY",
     "CONFIG_KEY_READ",
     "CONFIG_KEY_READ_STATE",
     "DELTA_SNAPSHOT",
+    "NS_SEP",
     "SQLITE_DELTA",
+    "checkpoint_read",
     "effective_config",
+    "graph_namespace",
     "read_fresh",
     "read_graph_state",
     "route_edits",
@@ -53,6 +57,12 @@ try:
     from langgraph._internal._constants import CONFIG_KEY_READ
 except ImportError:  # NOTE: its value in langgraph 1.2.x
     CONFIG_KEY_READ = "__pregel_read"
+
+try:
+    # NOTE: a task's config maps each graph's namespace to the checkpoint its superstep read.
+    from langgraph._internal._constants import CONFIG_KEY_CHECKPOINT_MAP, NS_SEP
+except ImportError:  # NOTE: their values in langgraph 1.2.x
+    CONFIG_KEY_CHECKPOINT_MAP, NS_SEP = "checkpoint_map", "|"
 
 SQLITE_DELTA: Any
 try:
@@ -94,6 +104,23 @@ def effective_config(graph: CompiledStateGraph, config: RunnableConfig | None) -
     (teamgraph/graph/runs.py) before that, from the same merge.
     """
     return _ensure_config(graph.config, config)
+
+
+def graph_namespace(config: RunnableConfig) -> str:
+    """The checkpoint namespace of the graph a task runs in (a snapshot's own namespace outside a task).
+
+    NOTE: a task's namespace is its graph's, then ``|node:task_id``; a root graph's is "".
+    """
+    configurable = config.get("configurable") or {}
+    ns = str(configurable.get("checkpoint_ns") or "")
+    return ns.rpartition(NS_SEP)[0] if CONFIG_KEY_CHECKPOINT_MAP in configurable else ns
+
+
+def checkpoint_read(config: RunnableConfig) -> str | None:
+    """The id of the checkpoint a task's superstep read, or a snapshot config's ``checkpoint_id``."""
+    configurable = config.get("configurable") or {}
+    read = (configurable.get(CONFIG_KEY_CHECKPOINT_MAP) or {}).get(graph_namespace(config))
+    return read or configurable.get("checkpoint_id")
 
 
 def read_graph_state(config: RunnableConfig, channels: Sequence[str]) -> dict[str, Any]:

@@ -17,6 +17,7 @@ import teamgraph.audit.writer as audit_writer
 from teamgraph import ScriptedChatModel, Team
 from teamgraph.audit.log import append_events
 from teamgraph.audit.records import LogEvent, parse_line
+from teamgraph.audit.thread_log import read_log
 
 LEADER, MEMBER = "Team Leader", "Researcher_1"
 CONFIG = {"configurable": {"thread_id": "t"}}
@@ -174,7 +175,7 @@ def test_a_run_opens_its_log_index_as_it_starts_and_writes_lines_only_from_its_p
     assert order[0] == "open" and order.count("open") == 1 and "lines" in order
     folder = audit_log.log_folder(team.runtime, CONFIG)
     assert folder is not None and (folder / audit_log.INDEX_FILE).exists()
-    assert [e.kind for e in audit_log.read_log(team, CONFIG)][:1] == ["task"]  # NOTE: the lines are the passes'
+    assert [e.kind for e in read_log(team, CONFIG)][:1] == ["task"]  # NOTE: the lines are the passes'
 
     opened = tmp_path / "other" / "logs"
     audit_log.open_log(opened)  # NOTE: opening alone writes no line

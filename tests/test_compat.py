@@ -29,6 +29,8 @@ KNOWN_VALUES = {
     "CONFIG_KEY_DURABILITY": "__pregel_durability",
     "CONFIG_KEY_READ": "__pregel_read",
     "CONFIG_KEY_CHECKPOINTER": "__pregel_checkpointer",
+    "CONFIG_KEY_CHECKPOINT_MAP": "checkpoint_map",
+    "NS_SEP": "|",
 }
 
 
@@ -41,7 +43,9 @@ def test_each_key_is_langgraphs_own_and_its_fallback_is_the_same_value():
             *KNOWN_VALUES,
             "DELTA_SNAPSHOT",
             "SQLITE_DELTA",
+            "checkpoint_read",
             "effective_config",
+            "graph_namespace",
             "read_fresh",
             "read_graph_state",
             "route_edits",

@@ -17,9 +17,9 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMes
 from langchain_core.runnables import RunnableConfig
 
 from teamgraph.audit.events import derive_events, new_cursor
-from teamgraph.audit.log import read_log
 from teamgraph.audit.records import TIME_FORMAT
 from teamgraph.audit.redact import redact, redact_value
+from teamgraph.audit.thread_log import read_log
 from teamgraph.audit.tokens import TokenUsage, team_tokens, with_tokens
 
 Format = Literal["md", "json", "sqlite"]

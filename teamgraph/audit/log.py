@@ -42,11 +42,11 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_config
 
-from teamgraph.audit import rotation
+from teamgraph.audit import cursors, rotation
 from teamgraph.audit.events import Cursor, derive_events, new_cursor
 from teamgraph.audit.lines import SYSTEM
-from teamgraph.audit.project import PROJECT_NAME_KEY, log_folder, logs_dir, project_name
-from teamgraph.audit.records import TIME_FORMAT, LogEvent, format_line, parse_line
+from teamgraph.audit.project import PROJECT_NAME_KEY, log_folder, project_name
+from teamgraph.audit.records import TIME_FORMAT, LogEvent, format_line
 from teamgraph.checkpoints.saver import set_wal
 from teamgraph.graph.runs import run_key
 
@@ -55,6 +55,7 @@ BUSY_TIMEOUT = 30.0
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS files (name TEXT PRIMARY KEY, size INTEGER NOT NULL)",
     "CREATE TABLE IF NOT EXISTS cursors (thread TEXT PRIMARY KEY, cursor TEXT NOT NULL, maintained TEXT)",
+    *cursors.SCHEMA,
 )
 OPEN_INDEXES = 16
 """Index connections kept open (least recently used closed first): opening one costs ms."""
@@ -270,7 +271,14 @@ def _raise_failed_flush(folder: Path) -> None:
 
 
 def append_events(
-    folder: Path, project: str, thread: str, now: datetime, derive: Any, *, sync: bool = True
+    folder: Path,
+    project: str,
+    thread: str,
+    now: datetime,
+    derive: Any,
+    *,
+    sync: bool = True,
+    at: cursors.LoggedAt | None = None,
 ) -> list[str]:
     """Append the events ``derive(cursor)`` returns, with the advanced cursor, exactly once.
 
@@ -282,6 +290,8 @@ def append_events(
         derive: ``cursor -> (events, new cursor)``.
         sync: Flush the lines to disk before returning; with False the caller calls
             ``sync_appended`` later (the router's writer thread, after the pass has its lines).
+        at: Where the state logged sits in its thread: it is logged from its nearest
+            logged ancestor (``cursors``); from the thread's latest cursor when None.
 
     Returns:
         The lines written.
@@ -298,7 +308,8 @@ def append_events(
         if daily:
             _recover_alone(db, folder)  # NOTE: it may have recorded this file's size anew
             saved, maintained, recorded = _where_logged(db, thread, path.name)
-        cursor: Cursor = json.loads(saved) if saved is not None else new_cursor()
+        start = cursors.start_cursor(db, thread, at, saved) if at is not None else saved
+        cursor: Cursor = json.loads(start) if start is not None else new_cursor()
         events, advanced = derive(cursor)
         lines = [format_line(event) for event in events]
         if lines:
@@ -313,7 +324,10 @@ def append_events(
                 "DELETE FROM files WHERE name = ?",
                 [(n,) for (n,) in db.execute("SELECT name FROM files") if n not in existing],
             )
-        db.execute("INSERT OR REPLACE INTO cursors VALUES (?, ?, ?)", (thread, json.dumps(advanced), today))
+        dumped = json.dumps(advanced)
+        db.execute("INSERT OR REPLACE INTO cursors VALUES (?, ?, ?)", (thread, dumped, today))
+        if at is not None:
+            cursors.record(db, thread, at, dumped)
     if sync:
         sync_appended(folder)
         _raise_failed_flush(folder)
@@ -339,6 +353,7 @@ def write_committed(
     *,
     folder: Path | None = None,
     sync: bool = True,
+    checkpointer: Any = None,
 ) -> list[str]:
     """Log what committed ``state`` adds to the thread's collaboration log.
 
@@ -352,6 +367,8 @@ def write_committed(
         config: The run's config; the current LangGraph config when None.
         folder: The logs folder, when the caller has it (``log_folder``); found from the config otherwise.
         sync: Flush the lines to disk before returning (see ``append_events``).
+        checkpointer: The thread's checkpointer, when ``config`` is not a task's (it finds
+            the parents of a branch's checkpoints: ``cursors``).
 
     Returns:
         The lines written (empty when ``Policy.log`` is off, or the run names no
@@ -371,27 +388,5 @@ def write_committed(
     def derive(cursor: Cursor) -> tuple[list[LogEvent], Cursor]:
         return derive_events(state, cursor, now=stamp, policy=runtime.policy)
 
-    return append_events(folder, project_name(config), thread, now, derive, sync=sync)
-
-
-def flush_log(team: Any, config: RunnableConfig) -> list[str]:
-    """Write the lines of the thread's latest committed state (after a run ends or pauses).
-
-    Each router pass logs the state it read, so the changes of the run's last
-    pass reach the log at the next pass, or here.
-
-    Args:
-        team: The ``Team``.
-        config: The thread's config.
-
-    Returns:
-        The lines written.
-    """
-    return write_committed(team.runtime, team.state(config), config)
-
-
-def read_log(team: Any, config: RunnableConfig) -> list[LogEvent]:
-    """Every event in the thread's project log files (day files, oldest first)."""
-    folder = logs_dir(team.home, config)
-    files = sorted(rotation.day_files(folder).items(), key=lambda item: item[1]) if folder.exists() else []
-    return [parse_line(line) for path, _ in files for line in path.read_text(encoding="utf-8").splitlines()]
+    at = cursors.logged_at(config, state, checkpointer)
+    return append_events(folder, project_name(config), thread, now, derive, sync=sync, at=at)

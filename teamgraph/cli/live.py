@@ -20,7 +20,7 @@ from rich.console import Console, ConsoleOptions, RenderResult
 from rich.live import Live
 from rich.text import Text
 
-from teamgraph.audit.log import flush_log
+from teamgraph.audit.thread_log import flush_log
 from teamgraph.cli.answers import Answerer
 from teamgraph.cli.errors import (
     EXIT_INTERRUPTED,

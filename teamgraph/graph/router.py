@@ -16,8 +16,9 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END
 from langgraph.types import Command
 
+from teamgraph.audit.cursors import LOG_BASE
 from teamgraph.audit.writer import write_committed_soon
-from teamgraph.compat import read_fresh, read_graph_state
+from teamgraph.compat import checkpoint_read, read_fresh, read_graph_state
 from teamgraph.graph import scheduler
 from teamgraph.ledger import lifecycle, liveness, mail, requests, turns, waits, work
 from teamgraph.ledger.book import Ledger
@@ -149,6 +150,8 @@ def make_router(runtime: TeamRuntime, *, step_for: StepFor) -> RouterNode:
         # that records them is written: a crash then loses only steps in flight. Only
         # their first model calls start now (thought ahead), on the state it will hold.
         updates = run_pass(runtime, current)
+        # NOTE: the checkpoint this pass read (and logs) is the base its branch's next lines follow.
+        updates["team"][LOG_BASE] = checkpoint_read(config)
         # NOTE: the finished steps' messages are written first: the pass's own appends follow them.
         updates = scheduler.finished_messages(updates, finished)
         scheduler.think_ahead(runtime, step_for, committed, updates, config)

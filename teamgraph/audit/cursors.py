@@ -1,0 +1,137 @@
+"""Where the collaboration log got to, per checkpoint: each branch of a thread is logged from its fork point.
+
+Every state the log writes is recorded in the log's index (``logged``) with the cursor
+after its lines, under its checkpoint's id and its *base*: the checkpoint the last router
+pass read, which that pass wrote in the team book (``LOG_BASE``, 40 bytes a checkpoint).
+A state is logged from the cursor of its nearest logged ancestor:
+
+- the state itself, when it was logged already (a pass retried after a crash);
+- its base, when nothing else of its segment (the checkpoints after the base's pass) was
+  logged: every pass of a run, and a fork of a checkpoint that no pass read;
+- otherwise the nearest logged checkpoint up its parents (the checkpointer's links, at
+  most ``MAX_WALK``): after the gate logged the pass's output, after ``flush_log``, or a
+  fork of a checkpoint another branch went on from.
+
+A state with no checkpoint id (no LangGraph task, no snapshot config), or whose base the
+index never saw (an index older than this table), is logged from the thread's latest
+cursor, as every state was before.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+
+from teamgraph.compat import CONFIG_KEY_CHECKPOINTER, checkpoint_read, graph_namespace
+
+LOG_BASE = "log_base"
+"""Team-book key: the id of the checkpoint the last router pass read (and logged)."""
+MAX_WALK = 64
+"""Parents looked at, at most, for a state's nearest logged ancestor."""
+SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS logged (thread TEXT NOT NULL, checkpoint TEXT NOT NULL, base TEXT,"
+    " cursor TEXT NOT NULL, PRIMARY KEY (thread, checkpoint))",
+    "CREATE INDEX IF NOT EXISTS logged_base ON logged (thread, base)",
+)
+_CURSOR_OF = "SELECT cursor FROM logged WHERE thread = ? AND checkpoint = ?"
+
+
+@dataclass(frozen=True)
+class LoggedAt:
+    """Which checkpoint a state is, the base its team book names, and how to find its parents.
+
+    Attributes:
+        checkpoint: The id of the state's checkpoint (None: unknown).
+        base: The checkpoint the last router pass read (None: no pass wrote the team book yet).
+        parent_of: A checkpoint id -> its parent's id (None: no checkpointer to ask).
+    """
+
+    checkpoint: str | None
+    base: str | None
+    parent_of: Callable[[str], str | None] | None = None
+
+
+def logged_at(config: RunnableConfig, state: Mapping[str, Any], checkpointer: Any = None) -> LoggedAt:
+    """Where ``state`` sits in its thread, from the config of the task (or snapshot) that read it.
+
+    Args:
+        config: A LangGraph task's config, or a ``StateSnapshot.config``.
+        state: The state's values (its team book names the base).
+        checkpointer: The thread's checkpointer; the task's own when None.
+    """
+    configurable = config.get("configurable") or {}
+    saver: Any = checkpointer if checkpointer is not None else configurable.get(CONFIG_KEY_CHECKPOINTER)
+    thread_id, ns = configurable.get("thread_id"), graph_namespace(config)
+
+    def parent_of(checkpoint: str) -> str | None:
+        address = {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint}
+        found = saver.get_tuple({"configurable": address})
+        parent = found.parent_config if found is not None else None
+        return (parent.get("configurable") or {}).get("checkpoint_id") if parent else None
+
+    return LoggedAt(
+        checkpoint=checkpoint_read(config),
+        base=(state.get("team") or {}).get(LOG_BASE),
+        parent_of=parent_of if saver and thread_id is not None else None,
+    )
+
+
+def start_cursor(db: sqlite3.Connection, thread: str, at: LoggedAt, latest: str | None) -> str | None:
+    """The cursor (JSON) to log the state at ``at`` from; None for a new one.
+
+    Args:
+        db: The log's index, in the writer's transaction.
+        thread: The thread's key in the index.
+        at: Where the state sits.
+        latest: The thread's latest cursor (JSON), what every state was logged from before.
+    """
+    if at.checkpoint is None:
+        return latest
+    own, base, others, known = db.execute(
+        "SELECT (SELECT cursor FROM logged WHERE thread = ? AND checkpoint = ?),"
+        " (SELECT cursor FROM logged WHERE thread = ? AND checkpoint = ?),"
+        " EXISTS (SELECT 1 FROM logged WHERE thread = ? AND base IS ? AND checkpoint != ?),"
+        " EXISTS (SELECT 1 FROM logged WHERE thread = ?)",
+        (thread, at.checkpoint, thread, at.base, thread, at.base, at.checkpoint, thread),
+    ).fetchone()
+    if own is not None:
+        return str(own)
+    if not known:
+        return latest  # NOTE: a new thread, or an index from before this table: as before
+    if others and (ancestor := _nearest_logged(db, thread, at)) is not None:
+        return ancestor
+    if at.base is None:
+        return None  # NOTE: the thread's first segment, in a lineage this index never logged
+    return str(base) if base is not None else latest
+
+
+def _nearest_logged(db: sqlite3.Connection, thread: str, at: LoggedAt) -> str | None:
+    """The cursor of the nearest logged checkpoint up ``at``'s parents (None: none found)."""
+    if at.parent_of is None or at.checkpoint is None:
+        return None
+    checkpoint: str | None = at.checkpoint
+    for _ in range(MAX_WALK):
+        try:
+            checkpoint = at.parent_of(checkpoint)  # type: ignore[arg-type]
+        except Exception:  # noqa: BLE001 - a saver that cannot answer here: the base's cursor serves
+            return None
+        if checkpoint is None:
+            return None
+        row = db.execute(
+            "SELECT cursor FROM logged WHERE thread = ? AND checkpoint = ?", (thread, checkpoint)
+        ).fetchone()
+        if row is not None:
+            return str(row[0])
+        if checkpoint == at.base:
+            return None
+    return None
+
+
+def record(db: sqlite3.Connection, thread: str, at: LoggedAt, cursor: str) -> None:
+    """Record that the state at ``at`` is logged up to ``cursor`` (JSON)."""
+    if at.checkpoint is not None:
+        db.execute("INSERT OR REPLACE INTO logged VALUES (?, ?, ?, ?)", (thread, at.checkpoint, at.base, cursor))

@@ -1,0 +1,131 @@
+"""The collaboration log of a branch: a fork from an earlier checkpoint is logged from its fork point."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections import Counter
+from pathlib import Path
+
+from audit_fixtures import CONFIG, log_lines, login_team
+from conftest import FakeClock
+from pg_fixtures import postgres_server, postgres_url  # noqa: F401
+
+from teamgraph import ScriptedChatModel, Team
+from teamgraph.audit import flush_log, parse_line
+from teamgraph.checkpoints.aio import open_async_sqlite_saver
+
+
+def _heads(lines: list[str]) -> Counter[tuple[str, str, str, str, str]]:
+    """Each line's (sender, receiver, kind, what, result), counted."""
+    events = [parse_line(line) for line in lines]
+    return Counter((e.sender, e.receiver, e.kind, re.split(r"[(:]", e.content)[0].strip(), e.result) for e in events)
+
+
+def test_a_branch_forked_from_an_earlier_checkpoint_logs_its_own_lines_once(tmp_path: Path) -> None:
+    team = login_team(tmp_path / "home", clock=FakeClock())
+    graph = team.compile()
+    graph.invoke({"messages": [("user", "Build a login page.")]}, CONFIG)
+    flush_log(team, CONFIG)
+    before = log_lines(team.home)
+    # NOTE: the member exists and has not taken a step yet: everything it does comes after.
+    mid = next(
+        s
+        for s in reversed(list(graph.get_state_history(CONFIG)))
+        if s.next == ("router",) and "UI Operator_1" in s.values.get("agents", {})
+    )
+    fork = graph.update_state(mid.config, {"messages": []})
+    graph.invoke(None, fork)
+    flush_log(team, CONFIG)
+    branch = _heads(log_lines(team.home)[len(before) :])
+    codes = [parse_line(line).code for line in log_lines(team.home)]
+    assert "LOST_DATA" not in codes
+    assert branch[("Team Leader", "UI Operator_1", "task", "created UI Operator_1", "success")] == 0
+    for head in [
+        ("UI Operator_1", "files", "file", "write_file", "success"),
+        ("UI Operator_1", "files", "file", "read_file", "failed"),
+        ("UI Operator_1", "Team Leader", "call", "ask_1 ask opened", "success"),
+        ("Team Leader", "UI Operator_1", "call", "ask_1 answered", "success"),
+        ("UI Operator_1", "Team Leader", "call", "reply", "success"),
+        ("Team Leader", "user", "call", "reply", "success"),
+    ]:
+        assert branch[head] == 1, (head, branch)
+
+
+def _user_tasks(home: Path) -> Counter[str]:
+    """The user's messages in the log (the task lines from the user), counted by text."""
+    return Counter(e.content for e in map(parse_line, log_lines(home)) if e.sender == "user" and e.kind == "task")
+
+
+def _chat_team(home: Path, **kwargs) -> Team:
+    return Team(model=ScriptedChatModel({"Team Leader": [f"Answer {n}." for n in range(8)]}), home=home, **kwargs)
+
+
+def test_a_past_message_sent_again_differently_is_logged_once_beside_the_first(tmp_path: Path) -> None:
+    """Studio's "edit a past message": the thread goes back before it and runs on from there."""
+    team = _chat_team(tmp_path / "home", clock=FakeClock())
+    _three_questions(team.compile(), CONFIG)  # NOTE: no flush between the runs: runs from code
+    flush_log(team, CONFIG)
+    told = _user_tasks(team.home)
+    assert [sum(n for text, n in told.items() if word in text) for word in ("first", "second", "third")] == [1, 1, 1]
+    assert "LOST_DATA" not in [parse_line(line).code for line in log_lines(team.home)]
+
+
+def test_a_fork_of_the_first_checkpoint_logs_only_what_follows_it(tmp_path: Path) -> None:
+    team = _chat_team(tmp_path / "home", clock=FakeClock())
+    graph = team.compile()
+    graph.invoke({"messages": [("user", "first question")]}, CONFIG)
+    flush_log(team, CONFIG)
+    first = list(graph.get_state_history(CONFIG))[-1]  # NOTE: the input checkpoint, before any pass
+    graph.invoke(None, graph.update_state(first.config, {"messages": []}))
+    flush_log(team, CONFIG)
+    assert sum(n for text, n in _user_tasks(team.home).items() if "first" in text) == 1
+    assert "LOST_DATA" not in [parse_line(line).code for line in log_lines(team.home)]
+
+
+def test_a_new_thread_under_an_old_id_in_another_checkpointer_is_logged_whole(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    for db, question in (("a.sqlite", "first question"), ("b.sqlite", "other question")):
+        team = _chat_team(home, clock=FakeClock(), checkpointer=tmp_path / db)
+        team.compile().invoke({"messages": [("user", question)]}, CONFIG)
+        flush_log(team, CONFIG)
+    told = _user_tasks(home)
+    assert [sum(n for text, n in told.items() if word in text) for word in ("first", "other")] == [1, 1]
+    replies = [e for e in map(parse_line, log_lines(home)) if e.sender == "Team Leader" and e.receiver == "user"]
+    assert len(replies) == 2
+    assert "LOST_DATA" not in [parse_line(line).code for line in log_lines(home)]
+
+
+def _three_questions(graph, config) -> None:
+    """First and second question, then the second replaced by a third (the thread rewound)."""
+    graph.invoke({"messages": [("user", "first question")]}, config)
+    end_of_first = graph.get_state(config).config
+    graph.invoke({"messages": [("user", "second question")]}, config)
+    graph.invoke({"messages": [("user", "third question")]}, end_of_first)
+
+
+def test_a_rewound_thread_on_postgres_walks_the_parents_there(postgres_url, tmp_path: Path) -> None:  # noqa: F811
+    team = _chat_team(tmp_path / "home", clock=FakeClock(), checkpointer=postgres_url)
+    _three_questions(team.compile(), CONFIG)
+    flush_log(team, CONFIG)
+    told = _user_tasks(team.home)
+    assert [sum(n for text, n in told.items() if word in text) for word in ("first", "second", "third")] == [1, 1, 1]
+
+
+def test_a_rewound_thread_on_the_async_saver_walks_the_parents_from_the_writer_thread(tmp_path: Path) -> None:
+    """The parents are read with the saver's sync API from the log's writer thread, while the loop runs."""
+
+    async def main() -> None:
+        async with open_async_sqlite_saver(tmp_path / "async.sqlite") as saver:
+            graph = _chat_team(tmp_path / "home", clock=FakeClock(), checkpointer=saver).compile()
+            await graph.ainvoke({"messages": [("user", "first question")]}, CONFIG)
+            end_of_first = (await graph.aget_state(CONFIG)).config
+            await graph.ainvoke({"messages": [("user", "second question")]}, CONFIG)
+            await graph.ainvoke({"messages": [("user", "third question")]}, end_of_first)
+            await graph.ainvoke({"messages": [("user", "fourth question")]}, CONFIG)
+
+    asyncio.run(main())
+    told = _user_tasks(tmp_path / "home")
+    words = ("first", "second", "third", "fourth")
+    assert [sum(n for text, n in told.items() if word in text) for word in words] == [1, 1, 1, 1]
+    assert "LOST_DATA" not in [parse_line(line).code for line in log_lines(tmp_path / "home")]

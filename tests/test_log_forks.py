@@ -7,11 +7,14 @@ import re
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from audit_fixtures import CONFIG, log_lines, login_team
 from conftest import FakeClock
+from langgraph.types import Command
 from pg_fixtures import postgres_server, postgres_url  # noqa: F401
+from scripting import act, call, on_message
 
-from teamgraph import ScriptedChatModel, Team
+from teamgraph import Policy, ScriptedChatModel, Team
 from teamgraph.audit import flush_log, parse_line
 from teamgraph.checkpoints.aio import open_async_sqlite_saver
 
@@ -129,3 +132,68 @@ def test_a_rewound_thread_on_the_async_saver_walks_the_parents_from_the_writer_t
     words = ("first", "second", "third", "fourth")
     assert [sum(n for text, n in told.items() if word in text) for word in words] == [1, 1, 1, 1]
     assert "LOST_DATA" not in [parse_line(line).code for line in log_lines(tmp_path / "home")]
+
+
+ASK_SCRIPT = {
+    "Team Leader": [
+        act(call("create_sub_agent", role_id="ui-operator", task="Design web/login.html.")),
+        *[on_message({"Result from UI Operator_1": "Login page ready."})] * 8,
+    ],
+    "UI Operator_1": [act(call("ask_master", question="Which colour?")), "Login page done."],
+}
+"""A member whose question goes to a person (``Policy(ask="human")``): the run pauses at the gate."""
+
+
+@pytest.mark.parametrize("durability", ["exit", "async", "sync"])
+def test_a_gate_resumed_in_a_run_that_does_not_save_each_step_logs_its_lines_once(tmp_path: Path, durability) -> None:
+    """The pass after the gate reads a checkpoint the saver may not have yet (review 18: logged twice)."""
+    for attempt in range(3):
+        home = tmp_path / f"home{attempt}"
+        team = Team(model=ScriptedChatModel(ASK_SCRIPT), home=home, policy=Policy(ask="human"), clock=FakeClock())
+        graph = team.compile()
+        graph.invoke({"messages": [("user", "Build a login page.")]}, CONFIG, durability=durability)
+        graph.invoke(Command(resume={"ask_1": "Blue."}), CONFIG, durability=durability)
+        flush_log(team, CONFIG)
+        heads = _heads(log_lines(home))
+        assert heads[("UI Operator_1", "human", "call", "ask_1 ask opened", "success")] == 1, heads
+        assert _twice(log_lines(home)) == []
+
+
+@pytest.mark.parametrize("durability", ["exit", "async"])
+def test_a_flushed_run_then_another_that_does_not_save_each_step_logs_each_line_once(
+    tmp_path: Path, durability
+) -> None:
+    for attempt in range(3):
+        team = _chat_team(tmp_path / f"home{attempt}", clock=FakeClock())
+        graph = team.compile()
+        for question in ("first question", "second question"):
+            graph.invoke({"messages": [("user", question)]}, CONFIG, durability=durability)
+            flush_log(team, CONFIG)
+        assert _twice(log_lines(team.home)) == []
+
+
+def test_a_thread_logged_before_the_per_checkpoint_index_goes_on_from_where_it_got_to(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """An index and team books written before ``logged`` and ``log_base`` existed (an upgrade)."""
+    import teamgraph.audit.cursors as cursors
+    import teamgraph.graph.router as router
+
+    team = _chat_team(tmp_path / "home", clock=FakeClock())
+    graph = team.compile()
+    with monkeypatch.context() as old:
+        old.setattr(router, "LOG_BASE", "written_before")  # NOTE: a team book with no base
+        old.setattr(cursors, "record", lambda *args: None)  # NOTE: and no per-checkpoint rows
+        for question in ("first question", "second question"):
+            graph.invoke({"messages": [("user", question)]}, CONFIG)
+    graph.invoke({"messages": [("user", "third question")]}, CONFIG)
+    flush_log(team, CONFIG)
+    told = _user_tasks(team.home)
+    assert [sum(n for text, n in told.items() if word in text) for word in ("first", "second", "third")] == [1, 1, 1]
+    assert _twice(log_lines(team.home)) == []
+    assert "LOST_DATA" not in [parse_line(line).code for line in log_lines(team.home)]
+
+
+def _twice(lines: list[str]) -> list[str]:
+    """The lines written more than once (every line here names its own message, request or turn)."""
+    return [line for line, n in Counter(lines).items() if n > 1]

@@ -12,9 +12,11 @@ A state is logged from the cursor of its nearest logged ancestor:
   most ``MAX_WALK``): after the gate logged the pass's output, after ``flush_log``, or a
   fork of a checkpoint another branch went on from.
 
-A state with no checkpoint id (no LangGraph task, no snapshot config), or whose base the
-index never saw (an index older than this table), is logged from the thread's latest
-cursor, as every state was before.
+A state the saver does not have yet (a run with durability "async" or "exit") cannot be
+walked from: it is the newest of its run, logged from the thread's latest cursor when
+that is of its segment. A state with no checkpoint id (no LangGraph task, no snapshot
+config), a team book written before ``LOG_BASE`` or an index older than this table is
+logged from the thread's latest cursor, as every state was before (review 18).
 """
 
 from __future__ import annotations
@@ -47,12 +49,15 @@ class LoggedAt:
     Attributes:
         checkpoint: The id of the state's checkpoint (None: unknown).
         base: The checkpoint the last router pass read (None: no pass wrote the team book yet).
-        parent_of: A checkpoint id -> its parent's id (None: no checkpointer to ask).
+        parent_of: A checkpoint id -> its parent's id (None for the first checkpoint; raises
+            ``LookupError`` for one the saver does not have). None: no checkpointer to ask.
+        legacy: The team book was written by a router pass that named no base (before ``LOG_BASE``).
     """
 
     checkpoint: str | None
     base: str | None
     parent_of: Callable[[str], str | None] | None = None
+    legacy: bool = False
 
 
 def logged_at(config: RunnableConfig, state: Mapping[str, Any], checkpointer: Any = None) -> LoggedAt:
@@ -70,13 +75,17 @@ def logged_at(config: RunnableConfig, state: Mapping[str, Any], checkpointer: An
     def parent_of(checkpoint: str) -> str | None:
         address = {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint}
         found = saver.get_tuple({"configurable": address})
-        parent = found.parent_config if found is not None else None
+        if found is None:
+            raise LookupError(checkpoint)  # NOTE: not saved yet (durability "async" or "exit")
+        parent = found.parent_config
         return (parent.get("configurable") or {}).get("checkpoint_id") if parent else None
 
+    team = state.get("team") or {}
     return LoggedAt(
         checkpoint=checkpoint_read(config),
-        base=(state.get("team") or {}).get(LOG_BASE),
+        base=team.get(LOG_BASE),
         parent_of=parent_of if saver and thread_id is not None else None,
+        legacy=bool(team) and LOG_BASE not in team,
     )
 
 
@@ -89,46 +98,56 @@ def start_cursor(db: sqlite3.Connection, thread: str, at: LoggedAt, latest: str 
         at: Where the state sits.
         latest: The thread's latest cursor (JSON), what every state was logged from before.
     """
-    if at.checkpoint is None:
+    if at.checkpoint is None or at.legacy:
         return latest
-    own, base, others, known = db.execute(
+    own, base, others, known, newest_base = db.execute(
         "SELECT (SELECT cursor FROM logged WHERE thread = ? AND checkpoint = ?),"
         " (SELECT cursor FROM logged WHERE thread = ? AND checkpoint = ?),"
         " EXISTS (SELECT 1 FROM logged WHERE thread = ? AND base IS ? AND checkpoint != ?),"
-        " EXISTS (SELECT 1 FROM logged WHERE thread = ?)",
-        (thread, at.checkpoint, thread, at.base, thread, at.base, at.checkpoint, thread),
+        " EXISTS (SELECT 1 FROM logged WHERE thread = ?),"
+        " (SELECT base FROM logged WHERE thread = ? ORDER BY rowid DESC LIMIT 1)",
+        (thread, at.checkpoint, thread, at.base, thread, at.base, at.checkpoint, thread, thread),
     ).fetchone()
     if own is not None:
         return str(own)
     if not known:
         return latest  # NOTE: a new thread, or an index from before this table: as before
-    if others and (ancestor := _nearest_logged(db, thread, at)) is not None:
-        return ancestor
+    if others:
+        answered, ancestor = _nearest_logged(db, thread, at)
+        if ancestor is not None:
+            return ancestor
+        if not answered and newest_base == at.base:
+            # NOTE: the saver does not have the state's checkpoint yet: it is the newest of a
+            # run that is not saving each step, after the gate or flush_log logged its segment.
+            return latest
     if at.base is None:
         return None  # NOTE: the thread's first segment, in a lineage this index never logged
     return str(base) if base is not None else latest
 
 
-def _nearest_logged(db: sqlite3.Connection, thread: str, at: LoggedAt) -> str | None:
-    """The cursor of the nearest logged checkpoint up ``at``'s parents (None: none found)."""
+def _nearest_logged(db: sqlite3.Connection, thread: str, at: LoggedAt) -> tuple[bool, str | None]:
+    """The cursor of the nearest logged checkpoint up ``at``'s parents.
+
+    Returns:
+        (True, cursor); (True, None) when no checkpoint after the base is logged; (False,
+        None) when the saver could not say (a checkpoint it does not have, an error).
+    """
     if at.parent_of is None or at.checkpoint is None:
-        return None
+        return False, None
     checkpoint: str | None = at.checkpoint
     for _ in range(MAX_WALK):
         try:
             checkpoint = at.parent_of(checkpoint)  # type: ignore[arg-type]
-        except Exception:  # noqa: BLE001 - a saver that cannot answer here: the base's cursor serves
-            return None
+        except Exception:  # noqa: BLE001 - a saver that cannot answer here (not saved yet, or from this thread)
+            return False, None
         if checkpoint is None:
-            return None
-        row = db.execute(
-            "SELECT cursor FROM logged WHERE thread = ? AND checkpoint = ?", (thread, checkpoint)
-        ).fetchone()
+            return True, None
+        row = db.execute(_CURSOR_OF, (thread, checkpoint)).fetchone()
         if row is not None:
-            return str(row[0])
+            return True, str(row[0])
         if checkpoint == at.base:
-            return None
-    return None
+            return True, None
+    return False, None
 
 
 def record(db: sqlite3.Connection, thread: str, at: LoggedAt, cursor: str) -> None:

@@ -100,29 +100,38 @@ def start_cursor(db: sqlite3.Connection, thread: str, at: LoggedAt, latest: str 
     """
     if at.checkpoint is None or at.legacy:
         return latest
-    own, base, others, known, newest_base = db.execute(
-        "SELECT (SELECT cursor FROM logged WHERE thread = ? AND checkpoint = ?),"
-        " (SELECT cursor FROM logged WHERE thread = ? AND checkpoint = ?),"
-        " EXISTS (SELECT 1 FROM logged WHERE thread = ? AND base IS ? AND checkpoint != ?),"
-        " EXISTS (SELECT 1 FROM logged WHERE thread = ?),"
-        " (SELECT base FROM logged WHERE thread = ? ORDER BY rowid DESC LIMIT 1)",
-        (thread, at.checkpoint, thread, at.base, thread, at.base, at.checkpoint, thread, thread),
+    # NOTE: one statement on the normal path (a pass after a pass), each part one index lookup.
+    own, base, others = db.execute(
+        f"SELECT ({_CURSOR_OF}), ({_CURSOR_OF}),"
+        " EXISTS (SELECT 1 FROM logged WHERE thread = ? AND base IS ? AND checkpoint != ?)",
+        (thread, at.checkpoint, thread, at.base, thread, at.base, at.checkpoint),
     ).fetchone()
     if own is not None:
         return str(own)
-    if not known:
-        return latest  # NOTE: a new thread, or an index from before this table: as before
     if others:
         answered, ancestor = _nearest_logged(db, thread, at)
         if ancestor is not None:
             return ancestor
-        if not answered and newest_base == at.base:
+        if not answered and _holds(db, thread, at.base, latest):
             # NOTE: the saver does not have the state's checkpoint yet: it is the newest of a
             # run that is not saving each step, after the gate or flush_log logged its segment.
             return latest
     if at.base is None:
-        return None  # NOTE: the thread's first segment, in a lineage this index never logged
+        # NOTE: the thread's first segment, in a lineage this index never logged; an index
+        # from before this table has no row of the thread: as before.
+        return None if _has_rows(db, thread) else latest
     return str(base) if base is not None else latest
+
+
+def _has_rows(db: sqlite3.Connection, thread: str) -> bool:
+    """Whether the index logged any state of the thread by checkpoint."""
+    return bool(db.execute("SELECT EXISTS (SELECT 1 FROM logged WHERE thread = ?)", (thread,)).fetchone()[0])
+
+
+def _holds(db: sqlite3.Connection, thread: str, base: str | None, latest: str | None) -> bool:
+    """Whether the thread's latest cursor is that of a state logged in the segment after ``base``."""
+    query = "SELECT EXISTS (SELECT 1 FROM logged WHERE thread = ? AND base IS ? AND cursor = ?)"
+    return latest is not None and bool(db.execute(query, (thread, base, latest)).fetchone()[0])
 
 
 def _nearest_logged(db: sqlite3.Connection, thread: str, at: LoggedAt) -> tuple[bool, str | None]:

@@ -197,3 +197,22 @@ def test_a_thread_logged_before_the_per_checkpoint_index_goes_on_from_where_it_g
 def _twice(lines: list[str]) -> list[str]:
     """The lines written more than once (every line here names its own message, request or turn)."""
     return [line for line, n in Counter(lines).items() if n > 1]
+
+
+@pytest.mark.parametrize("scheduling", ["completions", "lockstep"])
+def test_a_fork_at_each_pass_of_a_run_logs_the_branch_once_while_its_member_works(tmp_path: Path, scheduling) -> None:
+    """Forks taken where the member is idle, in a step, calling a tool or waiting on its question."""
+    team = login_team(tmp_path / "home", clock=FakeClock(), policy=Policy(scheduling=scheduling))
+    graph = team.compile()
+    graph.invoke({"messages": [("user", "Build a login page.")]}, CONFIG)
+    flush_log(team, CONFIG)
+    points = [s for s in graph.get_state_history(CONFIG) if s.next == ("router",) and s.metadata["step"] > 0]
+    assert len(points) >= 4
+    for point in points:
+        before = log_lines(team.home)
+        graph.invoke(None, graph.update_state(point.config, {"messages": []}))
+        flush_log(team, CONFIG)
+        branch = log_lines(team.home)[len(before) :]
+        assert _twice(branch) == [], point.metadata["step"]
+        assert _heads(branch)[("Team Leader", "user", "call", "reply", "success")] == 1, point.metadata["step"]
+        assert "LOST_DATA" not in [parse_line(line).code for line in branch]

@@ -148,6 +148,10 @@ def framework_targets(rows: list[dict]) -> list[dict]:
             if own:
                 own_ratio = f"with the Team's saver {own['overhead_ms_per_call'] / b['overhead_ms_per_call']:.3f}"
                 note = "; ".join(part for part in (note, own_ratio) if part)
+            # NOTE: the floor: one prebuilt ReAct agent on the same saver, model and tool.
+            floor = _ratio_note(find(rows, "react", rounds=r, saver="sqlite"), b, "overhead_ms_per_call", "")
+            if floor:
+                note = "; ".join(part for part in (note, f"a lone prebuilt ReAct agent{floor}") if part)
         target = f"ratio to langgraph-supervisor, framework time per call, R = {r} <= {limit}"
         out.append(_target("10", target, measured, ok, note))
     return out

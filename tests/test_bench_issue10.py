@@ -214,3 +214,18 @@ def test_the_framework_time_is_shown_beside_what_one_prebuilt_react_agent_costs(
     assert (alone["status"], beside["status"]) == ("MISS", "MISS")
     assert "ReAct" not in alone["note"]
     assert beside["note"].endswith("on the Team's saver: 3.0 / 9.0 ms")
+
+
+def test_the_ratio_to_the_supervisor_is_shown_beside_one_prebuilt_react_agents():
+    rows = [
+        _row("teamgraph", {"rounds": 10}, overhead_ms_per_call=2.0),
+        _row("supervisor", {"rounds": 10}, system="langgraph-supervisor", overhead_ms_per_call=4.0),
+    ]
+    floor = [_row("react", {"rounds": 10, "saver": "sqlite"}, system="langgraph-react", overhead_ms_per_call=3.0)]
+
+    def ratio(rows: list[dict]) -> dict:
+        return next(r for r in targets_issue10.framework_targets(rows) if r["target"].endswith("R = 10 <= 0.3"))
+
+    assert (ratio(rows)["measured"], ratio(rows)["status"]) == ("0.500", "MISS")
+    assert "ReAct" not in ratio(rows)["note"]
+    assert ratio(rows + floor)["note"].endswith("a lone prebuilt ReAct agent 0.75")

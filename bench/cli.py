@@ -121,6 +121,14 @@ def machine_info() -> dict:
     }
 
 
+def describe_machine(info: dict) -> str:
+    """One line naming the host a run had (figures of runs on different CPUs do not compare)."""
+    packages = info.get("packages") or {}
+    versions = ", ".join(f"{name} {packages[name]}" for name in ("langgraph", "langchain-core") if packages.get(name))
+    cpu = f"{info.get('cpu_model') or '?'} ({info.get('cpu_count')} CPUs)"
+    return f"machine: {cpu}, Python {info.get('python')}, {versions}"
+
+
 def _cpu_model() -> str:
     """The CPU model name from /proc/cpuinfo (Linux), else platform.processor()."""
     try:
@@ -243,6 +251,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: {(workload.description or '').strip()}")
         return 0
     chosen = select(registry.workloads, args.only)
+    print(describe_machine(machine_info()))
     rows = run_all(chosen, args.quick)
     print(format_table(rows))
     extra = report_targets(rows, args.quick)

@@ -229,3 +229,10 @@ def test_the_ratio_to_the_supervisor_is_shown_beside_one_prebuilt_react_agents()
     assert (ratio(rows)["measured"], ratio(rows)["status"]) == ("0.500", "MISS")
     assert "ReAct" not in ratio(rows)["note"]
     assert ratio(rows + floor)["note"].endswith("a lone prebuilt ReAct agent 0.75")
+
+
+def test_a_run_names_the_processor_it_ran_on():
+    from bench.cli import describe_machine
+
+    info = {"cpu_model": "AMD EPYC", "cpu_count": 2, "python": "3.11.7", "packages": {"langgraph": "1.2.24"}}
+    assert describe_machine(info) == "machine: AMD EPYC (2 CPUs), Python 3.11.7, langgraph 1.2.24"

@@ -80,6 +80,13 @@ def test_tables_keep_names_statuses_and_ids_whole(tmp_path: Path, columns: int) 
     assert status == 0, threads
     assert re.search(r"^demo-1\s.*\bdone\b", threads, re.M), threads
 
+    stats, status = run_to_end(tmp_path, "stats", "demo-1", columns=columns)
+    assert status == 0, stats
+    assert_names_whole(stats, DEMO_AGENTS, columns)
+    for name in DEMO_AGENTS:  # every agent's row whole, with its model and tool calls
+        assert re.search(rf"^{name}\s+\d+\s+\d+\s+\d+\s", stats, re.M), (name, stats)
+    assert re.search(r"^Full-Stack Engineer_1\s+Team Leader\s+\d+", stats, re.M), stats  # who called whom
+
     roles, status = run_to_end(tmp_path, "roles", columns=columns)
     assert status == 0, roles
     for role_id in ("team-leader", "full-stack-engineer", "project-manager", "code-reviewer", "skill-teacher"):
@@ -191,3 +198,18 @@ def test_the_live_view_names_tools_counts_tokens_and_shows_the_board() -> None:
     # The tools of the latest step lead the action (the registry only says "1 tool call(s)").
     assert re.search(r"UI Operator_1\s+ui-operator\s+running\s+1\s+1,334\s+write_file, send_mes", text), text
     assert re.search(r"Task board.*?\ntask_1\s+doing\s+UI Operator_1\s+Design the login page", text, re.S), text
+
+
+def test_a_table_leaves_out_its_optional_columns_before_it_outgrows_the_terminal() -> None:
+    from rich.console import Console
+
+    from teamgraph.cli.output import Column, fit_table
+
+    columns = [Column("agent"), Column("calls"), Column("note", optional=True), Column("cost", optional=True)]
+    rows = [["Full-Stack Engineer_1", "12", "x" * 30, "0.0123"]]
+    for width, kept in ((120, 4), (70, 3), (40, 2)):
+        table = fit_table(columns, rows, width=width)
+        assert [c.header for c in table.columns] == [c.header for c in columns[:kept]], width
+        out = Console(width=width, record=True, color_system=None)
+        out.print(table)
+        assert "Full-Stack Engineer_1" in out.export_text(), width

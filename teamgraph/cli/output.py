@@ -105,7 +105,7 @@ class Column:
         free: Free text (a task, an action): shortened with "…" to fit. Other
             columns (names, ids, statuses, numbers) are never shortened.
         optional: Dropped (last first) when the free text would get narrower
-            than ``MIN_FREE_WIDTH``.
+            than ``MIN_FREE_WIDTH``, or the other columns alone do not fit.
         justify: ``"left"`` or ``"right"``.
         style: The column's rich style.
     """
@@ -154,7 +154,8 @@ def fit_table(columns: list[Column], rows: list[list[Cell]], *, width: int, titl
         room = width - TABLE_GAP * (len(keep) - 1) - sum(w for i, w in fixed.items() if i not in free)
         share = room // len(free) if free else room
         optional = [i for i in keep if columns[i].optional]
-        if (not free or share >= MIN_FREE_WIDTH) or not optional:
+        fits = room >= 0 and (not free or share >= MIN_FREE_WIDTH)
+        if fits or not optional:
             break
         keep.remove(optional[-1])
     widths = {i: (min(fixed[i], max(share, 1)) if i in free else fixed[i]) for i in keep}

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich import box
 from rich.table import Table
 from rich.text import Text
 
@@ -19,7 +18,7 @@ from teamgraph.audit.export import FORMATS, export_thread
 from teamgraph.audit.stats import TeamStats
 from teamgraph.audit.tokens import team_tokens
 from teamgraph.cli.errors import CLIError
-from teamgraph.cli.output import console, display_path
+from teamgraph.cli.output import Cell, Column, console, display_path, fit_table
 from teamgraph.cli.teams import reader_team
 from teamgraph.cli.threads import require_thread, thread_config
 from teamgraph.team import DEFAULT_HOME
@@ -36,42 +35,69 @@ def _cost(value: float | None) -> str:
     return "-" if value is None else f"{value:.4f}"
 
 
-def _table(title: str, *columns: str) -> Table:
-    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, title_style="bold")
-    for column in columns:
-        table.add_column(column)
-    return table
+AGENT_COLUMNS = [
+    Column("agent", style="bold"),
+    Column("calls", justify="right"),
+    Column("tools", justify="right"),
+    Column("errors", justify="right"),
+    Column("success", justify="right", optional=True),
+    Column("in", justify="right"),
+    Column("out", justify="right"),
+    Column("cost", justify="right", optional=True),
+]
+AGENTS_TITLE = "Agents (calls: model calls, tools: tool calls, in / out: tokens)"
+PAIR_COLUMNS = [
+    Column("from", style="bold"),
+    Column("to"),
+    Column("count", justify="right"),
+    Column("success", justify="right"),
+    Column("failed", justify="right"),
+]
+PATTERN_COLUMNS = [Column("count", justify="right"), Column("tool: error", free=True)]
+REQUEST_COLUMNS = [
+    Column("id", style="bold"),
+    Column("kind"),
+    Column("status"),
+    Column("seconds", justify="right"),
+]
 
 
-def stats_tables(stats: TeamStats) -> list[Table]:
-    """The figures as rich tables: agents, calls between agents, failing patterns, requests."""
-    agents = _table(
-        "Agents", "agent", "model calls", "tool calls", "errors", "success", "tokens in", "tokens out", "cost"
-    )
+def stats_tables(stats: TeamStats, *, width: int) -> list[Table]:
+    """The figures as tables no wider than ``width``: agents, calls between agents, failing patterns, requests.
+
+    NOTE: names and numbers are never cut (``fit_table``); at 80 columns the optional
+    columns (cost, then success) are left out, and ``--json`` has every figure.
+    """
+    agents: list[list[Cell]] = []
     for name, row in stats["agents"].items():
         tokens = row["tokens"]
-        agents.add_row(
-            name,
-            str(row["model_calls"]),
-            str(row["tool_calls"]),
-            str(row["errors"]),
-            _rate(row["success_rate"]),
-            str(tokens["input"]),
-            str(tokens["output"]),
-            _cost(tokens["cost"]),
+        agents.append(
+            [
+                name,
+                str(row["model_calls"]),
+                str(row["tool_calls"]),
+                str(row["errors"]),
+                _rate(row["success_rate"]),
+                str(tokens["input"]),
+                str(tokens["output"]),
+                _cost(tokens["cost"]),
+            ]
         )
     team = stats["team"]
-    agents.add_row("team", "", "", "", "", str(team["input"]), str(team["output"]), _cost(team["cost"]), style="bold")
-    pairs = _table("Who called whom", "from", "to", "count", "success", "failed")
-    for pair in stats["pairs"]:
-        pairs.add_row(pair["sender"], pair["receiver"], str(pair["count"]), str(pair["success"]), str(pair["failed"]))
-    patterns = _table("Failing patterns", "count", "tool: error")
-    for item in stats["failing_patterns"]:
-        patterns.add_row(str(item["count"]), item["pattern"])
-    requests = _table("Request response times", "id", "kind", "status", "seconds")
-    for timing in stats["requests"]:
-        requests.add_row(timing["id"], timing["kind"], timing["status"], f"{timing['seconds']:g}")
-    return [agents, pairs, patterns, requests]
+    agents.append(
+        [Text("team", style="bold"), "", "", "", "", str(team["input"]), str(team["output"]), _cost(team["cost"])]
+    )
+    pairs: list[list[Cell]] = [
+        [p["sender"], p["receiver"], str(p["count"]), str(p["success"]), str(p["failed"])] for p in stats["pairs"]
+    ]
+    patterns: list[list[Cell]] = [[str(item["count"]), item["pattern"]] for item in stats["failing_patterns"]]
+    requests: list[list[Cell]] = [[t["id"], t["kind"], t["status"], f"{t['seconds']:g}"] for t in stats["requests"]]
+    return [
+        fit_table(AGENT_COLUMNS, agents, width=width, title=AGENTS_TITLE),
+        fit_table(PAIR_COLUMNS, pairs, width=width, title="Who called whom"),
+        fit_table(PATTERN_COLUMNS, patterns, width=width, title="Failing patterns"),
+        fit_table(REQUEST_COLUMNS, requests, width=width, title="Request response times"),
+    ]
 
 
 def stats_command(
@@ -86,7 +112,9 @@ def stats_command(
     if as_json:
         typer.echo(json.dumps(stats, ensure_ascii=False, indent=2))
         return
-    for table in stats_tables(stats):
+    for i, table in enumerate(stats_tables(stats, width=out.width)):
+        if i:
+            out.print()
         out.print(table)
 
 

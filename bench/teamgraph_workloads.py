@@ -383,9 +383,9 @@ class Probe:
         ("router", "teamgraph.graph.router", None, "run_pass"),
         # NOTE: patched where the log's writer thread looks it up.
         ("collaboration_log", "teamgraph.audit.writer", None, "write_committed"),
-        ("agent_step", "teamgraph.graph.scheduler", None, "take_step"),
+        ("agent_step", "teamgraph.nodes.role_graph", None, "take_step"),
         ("system_prompt", "teamgraph.nodes.agent_step", None, "system_prompt"),
-        ("tool_calls", "teamgraph.nodes.agent_step", None, "run_tool_calls"),
+        ("tool_calls", "teamgraph.nodes.role_graph", None, "run_tool_calls"),
     )
 
     def __init__(self) -> None:

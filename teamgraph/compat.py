@@ -101,7 +101,7 @@ def effective_config(graph: CompiledStateGraph, config: RunnableConfig | None) -
     """The config a run of ``graph`` started now gets: the graph's, the ambient task's, ``config``.
 
     NOTE: LangGraph merges them as its ``stream`` starts; the team decides its run's scope
-    (teamgraph/graph/runs.py) before that, from the same merge.
+    (teamgraph/runs.py) before that, from the same merge.
     """
     return _ensure_config(graph.config, config)
 
@@ -141,6 +141,15 @@ def read_graph_state(config: RunnableConfig, channels: Sequence[str]) -> dict[st
     return configurable[CONFIG_KEY_READ](list(channels), False)
 
 
+def read_channels(config: RunnableConfig, channels: Sequence[str]) -> dict[str, Any]:
+    """The graph's ``channels`` as the running task sees them (committed, without its own writes).
+
+    NOTE: a task started by ``Send`` has a state reader too, but it reads the ``Send``'s
+    payload; this reads the graph's channels whatever started the task.
+    """
+    return config.get("configurable", {})[CONFIG_KEY_READ](list(channels), False)
+
+
 EDITS_BRANCH = "edits"
 
 
@@ -170,3 +179,15 @@ def route_edits(graph: CompiledStateGraph, node: str, path: Callable[[Any, Runna
 def read_fresh(config: RunnableConfig, channel: str, default: Any = None) -> Any:
     """``channel`` as the running task (or an edit) left it: the state with its own writes applied."""
     return config["configurable"][CONFIG_KEY_READ]([channel], True).get(channel, default)
+
+
+def unsaved(config: RunnableConfig) -> RunnableConfig:
+    """``config`` for a subgraph run inside a task that must not checkpoint its own supersteps.
+
+    NOTE: a subgraph compiled with ``checkpointer=False`` is left out of
+    ``get_graph(xray=True)`` (``find_subgraph_pregel``), so the role subgraphs inherit the
+    saver and are lent none here. Without a saver, "sync" durability waits for a checkpoint
+    that is never put (langgraph 1.2: ``_put_checkpoint_fut``), so it runs "async".
+    """
+    configurable = {**config.get("configurable", {}), CONFIG_KEY_CHECKPOINTER: None, CONFIG_KEY_DURABILITY: "async"}
+    return {**config, "configurable": configurable}

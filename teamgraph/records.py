@@ -240,7 +240,7 @@ class TeamBook(Counters, RunBook, Schedule, WorkBook, total=False):
 
 EffectKind = Literal[
     "spawn", "deliver", "open", "answer", "escalate", "human_answer", "resume_error", "wait_output",
-    "terminate", "stop", "board", "board_add", "step", "task_create", "task_update", "endow",
+    "terminate", "stop", "board", "board_add", "step", "taken", "task_create", "task_update", "endow",
 ]  # fmt: skip
 
 
@@ -340,6 +340,11 @@ class StepEffect(_Effect):
     error: NotRequired[str]
 
 
+class TakenEffect(_Effect):
+    kind: Literal["taken"]
+    seq: int
+
+
 class TaskCreateEffect(_Effect):
     kind: Literal["task_create"]
     title: str
@@ -365,6 +370,6 @@ class EndowEffect(_Effect):
 Effect: TypeAlias = (
     SpawnEffect | DeliverEffect | OpenEffect | AnswerEffect | EscalateEffect | HumanAnswerEffect
     | ResumeErrorEffect | WaitOutputEffect | TerminateEffect | StopEffect | BoardEffect | BoardAddEffect
-    | StepEffect | TaskCreateEffect | TaskUpdateEffect | EndowEffect
+    | StepEffect | TakenEffect | TaskCreateEffect | TaskUpdateEffect | EndowEffect
 )  # fmt: skip
 """What a step (or the human gate) asks the router to do, discriminated by ``kind``."""

@@ -22,11 +22,11 @@ from langchain_core.messages import BaseMessage
 from langchain_core.tools import BaseTool
 
 from teamgraph.audit.tokens import Price
+from teamgraph.calls import CallPool, Calls
 from teamgraph.governance.matrix import PermissionMatrix, check_role, load_matrix
 from teamgraph.models import ScriptedChatModel, resolve_model
 from teamgraph.policy import Policy
 from teamgraph.roles import Role, RoleFileError, format_role_text, load_roles, load_written_roles, write_role_file
-from teamgraph.steps import StepPool, Steps
 
 ModelSpec = BaseChatModel | str | Callable[[Role], BaseChatModel] | None
 TokenCounter = Callable[[Sequence[BaseMessage]], int]
@@ -72,8 +72,10 @@ class TeamRuntime:
     """Price per million tokens by model (``{"gpt-4o-mini": {"input": .15, "output": .6}}``)."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _models: dict[str, BaseChatModel] = field(default_factory=dict, repr=False)
-    steps: Steps = field(init=False, repr=False)
-    """The team's model steps in flight (they outlive the superstep that issues them)."""
+    calls: Calls = field(init=False, repr=False)
+    """The team's model calls in flight (they outlive the superstep that issues them)."""
+    role_nodes: dict[str, str] = field(default_factory=dict, repr=False)
+    """The graph's node of each role known when it was compiled, by role id (others step in ``member``)."""
     tool_sets: dict[tuple[str, bool], list[BaseTool]] = field(default_factory=dict, repr=False)
     """Built tool sets by (set name, leader side): building a tool's schema is slow."""
     permissions: PermissionMatrix | Mapping[str, Any] | str | Path | None = None
@@ -81,10 +83,15 @@ class TeamRuntime:
     project: str | None = None
     """``Team(project=...)``: the project folder's name for every thread (default: the thread id)."""
     matrix: PermissionMatrix = field(init=False, repr=False)
+    root: Path = field(init=False, repr=False)
+    """The home, absolute (as it was when the team was built)."""
 
     def __post_init__(self) -> None:
-        self.home = Path(self.home)
-        self.steps = StepPool(workers=self.policy.max_parallel + 1)
+        self.home = Path(self.home).expanduser()
+        # NOTE: made absolute once, here: a relative home keeps naming the same folder after a
+        # chdir, and no path is made absolute on a server's event loop (``os.getcwd`` blocks).
+        self.root = self.home.absolute()
+        self.calls = CallPool(workers=self.policy.max_parallel + 1)
         self.reload_matrix()
         self.reload_roles()
 

@@ -12,7 +12,7 @@ from typing import Annotated, Any, cast
 
 import ormsgpack
 from langchain_core.messages import AnyMessage, convert_to_messages
-from langgraph.channels import DeltaChannel, Topic
+from langgraph.channels import DeltaChannel
 from langgraph.graph.message import Messages, add_messages
 from typing_extensions import TypedDict
 
@@ -117,6 +117,20 @@ def merge_records(
     return merged
 
 
+def post_effects(current: list[dict[str, Any]] | None, write: Any) -> list[dict[str, Any]]:
+    """The ``outbox`` reducer: a list of effects is appended; ``{"taken": n}`` drops the first ``n``.
+
+    NOTE: the router takes the effects it applied by count, so effects a node posts in the
+    same superstep (the human gate beside the router after an edit) stay, in either order.
+    The effects stay until a pass takes them: an edit of a checkpoint taken between an
+    agent's node and the router (a fork in Studio) keeps that step's effects for the pass.
+    """
+    current = list(current or [])
+    if isinstance(write, Mapping) and "taken" in write:
+        return current[write["taken"] :]
+    return [*current, *(write or [])]
+
+
 class TeamState(TypedDict, total=False):
     """The state of one team thread.
 
@@ -133,8 +147,8 @@ class TeamState(TypedDict, total=False):
             receiver, queued / delivered / read / bounced, and when. Router only.
         team: Team-wide counters (request and output ids, instance numbers) and
             bookkeeping. Written by the router only.
-        outbox: The effects that the last superstep's agent steps asked for; the
-            router applies them. Cleared every superstep.
+        outbox: The effects the agents' steps (and the human gate) asked for, until
+            the router's pass takes them (``post_effects``).
     """
 
     messages: Annotated[
@@ -158,7 +172,7 @@ class TeamState(TypedDict, total=False):
         DeltaChannel(merge_records, snapshot_frequency=HISTORY_SNAPSHOT_FREQUENCY),
     ]
     team: TeamBook
-    outbox: Annotated[list[dict[str, Any]], Topic(dict)]
+    outbox: Annotated[list[dict[str, Any]], post_effects]
 
 
 class TeamInput(TypedDict, total=False):
@@ -200,7 +214,7 @@ class RouterInput(TypedDict, total=False):
     not by an edge (an edge reads every channel afresh).
     """
 
-    outbox: Annotated[list[dict[str, Any]], Topic(dict)]
+    outbox: Annotated[list[dict[str, Any]], post_effects]
     agents: Annotated[
         dict[str, dict[str, Any]],
         DeltaChannel(merge_records, snapshot_frequency=ROSTER_SNAPSHOT_FREQUENCY),

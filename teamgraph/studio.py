@@ -8,7 +8,8 @@ or homes. The server brings its own checkpointer, so teams compile without one.
 Where a setting comes from, the later winning:
 
 1. the environment (``langgraph.json``'s ``env``, or the shell):
-   ``TEAMGRAPH_MODEL``, ``TEAMGRAPH_HOME`` (default ``.teamgraph``),
+   ``TEAMGRAPH_MODEL``, ``TEAMGRAPH_HOME`` (default ``~/.teamgraph/studio``: outside the
+   project, whose ``.py`` files ``langgraph dev`` watches),
    ``TEAMGRAPH_POLICY`` (a JSON object of ``Policy`` fields);
 2. the assistant's ``configurable``: ``{"model": ..., "policy": {...}, "home": ...}``
    (see ``TeamSettings``);
@@ -46,13 +47,16 @@ from typing_extensions import TypedDict
 
 from teamgraph.models import ModelNotConfiguredError, UnconfiguredChatModel, resolve_model
 from teamgraph.policy import Policy
-from teamgraph.team import DEFAULT_HOME, Team
+from teamgraph.team import Team
 
 if TYPE_CHECKING:
     from langgraph_sdk.runtime import ServerRuntime
 
 MODEL_ENV = "TEAMGRAPH_MODEL"
 HOME_ENV = "TEAMGRAPH_HOME"
+STUDIO_HOME = "~/.teamgraph/studio"
+"""The server's default home: agents write ``.py`` files, and ``langgraph dev`` reloads on
+any change to one under its working folder."""
 POLICY_ENV = "TEAMGRAPH_POLICY"
 SETTINGS = ("model", "policy", "home")
 NO_MODEL_HINT = (
@@ -123,7 +127,7 @@ def settings_of(
     else:
         policy = policy_from_env(env)
     model = str(merged.get("model") or env.get(MODEL_ENV, "")).strip()
-    home = str(merged.get("home") or env.get(HOME_ENV) or DEFAULT_HOME)
+    home = str(merged.get("home") or env.get(HOME_ENV) or STUDIO_HOME)
     return model, json.dumps(policy.model_dump(mode="json"), sort_keys=True), home
 
 

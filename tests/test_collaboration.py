@@ -864,9 +864,12 @@ def test_each_message_is_delivered_exactly_once_after_a_resume_in_a_new_process(
     team = _load(module_path).make(home, mode)
     graph, config = team.compile(), {"configurable": {"thread_id": "facts"}}
     before = graph.get_state(config).values
-    fyi = [m for m, d in before["deliveries"].items() if d["sender"] == LEADER and d["to"] == PM and m != "msg_2"]
-    assert [before["deliveries"][m]["status"] for m in fyi] == ["queued"]  # in flight when process 1 ended
-    assert before["agents"][PM]["status"] == "waiting"
+    if mode == "pause":
+        fyi = [m for m, d in before["deliveries"].items() if d["sender"] == LEADER and d["to"] == PM and m != "msg_2"]
+        assert [before["deliveries"][m]["status"] for m in fyi] == ["queued"]  # in flight when process 1 ended
+        assert before["agents"][PM]["status"] == "waiting"
+    # NOTE: a crash in a model call loses the call and the pass that started it (before its
+    # checkpoint): the FYI the leader's saved step sent is queued again by the redone pass.
 
     if mode == "crash":
         graph.invoke(None, config)
@@ -882,7 +885,6 @@ def test_each_message_is_delivered_exactly_once_after_a_resume_in_a_new_process(
     for name, old in before["histories"].items():
         assert after["histories"][name][: len(old)] == old, f"{name}'s history was rewritten"
     assert all(d["status"] == "read" for d in after["deliveries"].values()), after["deliveries"]
-    assert after["deliveries"][fyi[0]]["status"] == "read"
     every_envelope = [
         chunk
         for history in after["histories"].values()

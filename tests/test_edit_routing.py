@@ -132,4 +132,4 @@ def test_a_run_reads_no_state_to_route_and_each_pass_routes_once(tmp_path: Path,
     tasks = [s.tasks for s in graph.get_state_history(config)]
     assert all(len(t) <= 1 for t in tasks)  # NOTE: one router (or gate) task per superstep, never two
     graph.update_state(config, {"messages": []})
-    assert reads == ["team"] and graph.get_state(config).next == ("human",)
+    assert reads == ["outbox", "team"] and graph.get_state(config).next == ("human",)

@@ -14,9 +14,8 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage
 
 from teamgraph import Policy, ScriptedChatModel, Team
-from teamgraph.ahead import AHEAD_DROPPED
+from teamgraph.calls import VirtualCallPool
 from teamgraph.messaging.envelopes import LEADER
-from teamgraph.steps import VirtualStepPool
 from tests.invariants import assert_team_invariants
 from tests.scripting import act, call
 
@@ -50,7 +49,7 @@ class _Latencies:
 def _team(tmp_path_factory, scheduling: str = "auto") -> Team:
     if scheduling == VIRTUAL and scheduling not in _TEAM:
         team = _team(tmp_path_factory, "completions-virtual")
-        team.runtime.steps = VirtualStepPool(latency=_Latencies())
+        team.runtime.calls = VirtualCallPool(latency=_Latencies())
         _TEAM[VIRTUAL] = _TEAM.pop("completions-virtual")
         return team
     if scheduling not in _TEAM:
@@ -163,10 +162,6 @@ def _leader(plan: list[tuple[str, int]]):
 plans = st.lists(st.tuples(member_actions, st.integers(0, 5)), max_size=8)
 
 
-def _dropped(team: Team) -> int:
-    return getattr(team.runtime.steps, "ahead_counts", {}).get(AHEAD_DROPPED, 0)
-
-
 def _run(tmp_path_factory, scheduling: str, leader, members) -> dict:
     team = _team(tmp_path_factory, scheduling)
     entry = _TEAM[scheduling]
@@ -176,13 +171,9 @@ def _run(tmp_path_factory, scheduling: str, leader, members) -> dict:
     team.runtime.model.script = ScriptedChatModel(script).script  # type: ignore[union-attr]
     config = {"configurable": {"thread_id": f"fuzz-{scheduling}-{entry['n']}"}}  # type: ignore[index]
 
-    dropped = _dropped(team)
     out = graph.invoke({"messages": [("user", "Go")]}, config)
 
     assert "__interrupt__" not in out
-    # NOTE: in a run nothing interrupts, no call thought ahead is made on a state its step
-    # does not read (one not started yet when its step comes is not made at all: "late").
-    assert _dropped(team) == dropped
     values = graph.get_state(config).values
     assert_team_invariants(values)
     assert values["team"].get("in_flight", {}) == {}  # nothing left running

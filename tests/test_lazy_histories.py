@@ -33,7 +33,7 @@ from teamgraph.checkpoints.serde import (
 )
 from teamgraph.history import EncodedMessages, Histories, History, HistoryAppend, join_history
 from teamgraph.state import EncodedRecord, RecordsUpdate, append_conversation, append_histories, merge_records
-from tests.test_think_ahead import two_members as script
+from tests.test_calls_in_flight import two_members as script
 
 LEADER = "Team Leader"
 R1, U1 = "Researcher_1", "UI Operator_1"

@@ -19,7 +19,7 @@ from pg_fixtures import postgres_server, postgres_url  # noqa: F401
 from teamgraph import ScriptedChatModel, Team
 from teamgraph.checkpoints.serde import TeamSerializer
 from teamgraph.history import EncodedMessages, History, HistoryAppend
-from tests.test_think_ahead import two_members as script
+from tests.test_calls_in_flight import two_members as script
 
 LEADER = "Team Leader"
 R1, U1 = "Researcher_1", "UI Operator_1"

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ast
 import threading
-from concurrent.futures import CancelledError
 from pathlib import Path
 from typing import Any, get_args
 
@@ -19,7 +18,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 
 import teamgraph.ledger
 from teamgraph import Policy
-from teamgraph.graph import scheduler
+from teamgraph.calls import CallPool, VirtualCallPool
 from teamgraph.graph.router import HANDLERS, run_pass
 from teamgraph.ledger import lifecycle, liveness, mail, requests, turns
 from teamgraph.ledger.book import Ledger
@@ -28,7 +27,6 @@ from teamgraph.messaging.results import error_of
 from teamgraph.protocols import requests as tracker
 from teamgraph.records import LEADER, EffectKind
 from teamgraph.runtime import TeamRuntime
-from teamgraph.steps import StepPool, VirtualStepPool
 from teamgraph.tools import errors as tool_errors
 from tests.invariants import assert_tool_calls_paired
 
@@ -394,8 +392,10 @@ def landing(state: dict[str, Any], *asked: dict[str, Any], work: bool = False) -
         tool_calls=len(calls) + len(done),
         deferred=[c["id"] for c in calls],
     )
-    outbox = [{**e, "agent": DEV} for e in (*asked, step)]
-    return scheduler.with_finished(state, {DEV: {"histories": {DEV: messages}, "outbox": outbox}})
+    seq = state["team"]["in_flight"][DEV]
+    outbox = [{**e, "agent": DEV} for e in (effects.taken(seq=seq), *asked, step)]
+    histories = {**state.get("histories", {}), DEV: [*state.get("histories", {}).get(DEV, []), *messages]}
+    return {**state, "histories": histories, "outbox": [*state.get("outbox", []), *outbox]}
 
 
 def ask_master_call() -> dict[str, Any]:
@@ -506,7 +506,8 @@ def test_a_deferred_call_that_asked_for_nothing_is_answered_with_an_error_code(r
     state = in_flight_state()
     ai = AIMessage("", tool_calls=[{"name": "ask_master", "args": {}, "id": "call_x"}])
     step = effects.step(message_index=-1, ended_turn=False, tool_calls=1, deferred=["call_x"])
-    current = scheduler.with_finished(state, {DEV: {"histories": {DEV: [ai]}, "outbox": [{**step, "agent": DEV}]}})
+    taken = {**effects.taken(seq=1), "agent": DEV}
+    current = {**state, "histories": {DEV: [*state["histories"][DEV], ai]}, "outbox": [taken, {**step, "agent": DEV}]}
 
     after = run_pass(runtime, current)
 
@@ -515,61 +516,56 @@ def test_a_deferred_call_that_asked_for_nothing_is_answered_with_an_error_code(r
     assert_tool_calls_paired(DEV, [*current["histories"][DEV], *after["histories"][DEV]])
 
 
-def test_a_failed_step_leaves_the_finished_ones_in_the_pool():
-    """The failed step's error re-raises; a step that finished with it stays for the retried
-    pass (taken and dropped, it would be issued again and its calls run twice)."""
-    pool = StepPool(workers=2)
-    pool.ensure("t", DEV, 1, lambda: {"histories": {}, "outbox": []})
+def test_a_failed_call_is_taken_by_its_node_and_the_finished_ones_stay():
+    """A call that failed is done too: its agent's node takes it and meets the error (and
+    its retries); a call that finished with it stays until its own node takes it."""
+    pool = CallPool(workers=2)
+    pool.start("t", DEV, 1, lambda: [AIMessage("done")])
 
-    def provider_down() -> dict[str, Any]:
+    def provider_down() -> list[Any]:
         raise ConnectionError("provider down")
 
-    pool.ensure("t", LEADER, 1, provider_down)
+    pool.start("t", LEADER, 1, provider_down)
     pool.wait("t", {DEV: 1, LEADER: 1}, every=True, timeout=5)
-    with pytest.raises(ConnectionError):
-        pool.done("t", {DEV: 1, LEADER: 1})
+    assert pool.finished("t", {DEV: 1, LEADER: 1}) == {DEV: 1, LEADER: 1}
+    failed = pool.take("t", LEADER, 1)
+    assert failed is not None and isinstance(failed.exception(), ConnectionError)
     assert pool.running("t", {DEV: 1, LEADER: 1}) == {DEV: 1}
-    assert pool.done("t", {DEV: 1}) == {DEV: {"histories": {}, "outbox": []}}
-    assert pool.running("t", {DEV: 1}) == {DEV: 1}  # NOTE: held until the pass that took it is logged
-    pool.release("t", {DEV: 1})
-    assert pool.running("t", {DEV: 1}) == {}
+    assert pool.take("t", LEADER, 1) is None  # NOTE: taken once: a retry makes the call in the node
 
 
-def test_the_virtual_pool_also_leaves_the_finished_steps_when_one_fails():
-    pool = VirtualStepPool(latency=lambda agent, n: 1.0)
-    pool.ensure("t", DEV, 1, lambda: {"histories": {}, "outbox": []})
+def test_the_virtual_pool_makes_calls_in_virtual_order_and_keeps_failures_for_their_node():
+    pool = VirtualCallPool(latency=lambda agent, n: 2.0 if agent == DEV else 1.0)
+    pool.start("t", DEV, 1, lambda: [AIMessage("done")])
 
-    def provider_down() -> dict[str, Any]:
+    def provider_down() -> list[Any]:
         raise ConnectionError("provider down")
 
-    pool.ensure("t", LEADER, 1, provider_down)
-    pool.wait("t", {DEV: 1, LEADER: 1}, every=True, timeout=None)
-    with pytest.raises(ConnectionError):
-        pool.done("t", {DEV: 1, LEADER: 1})
-    assert pool.running("t", {DEV: 1, LEADER: 1}) == {DEV: 1}
-    pool.release("t", {DEV: 1})
-    assert pool.running("t", {DEV: 1}) == {}
+    pool.start("t", LEADER, 1, provider_down)
+    pool.wait("t", {DEV: 1, LEADER: 1}, every=False, timeout=None)
+    assert pool.finished("t", {DEV: 1, LEADER: 1}) == {LEADER: 1}  # NOTE: the leader's is due first
+    future = pool.take("t", LEADER, 1)
+    assert future is not None and isinstance(future.exception(), ConnectionError)
+    assert pool.running("t", {DEV: 1}) == {DEV: 1}
 
 
-def test_a_cancelled_step_leaves_the_pool():
-    pool = StepPool(workers=1)
+def test_a_forgotten_run_cancels_its_calls():
+    pool = CallPool(workers=1)
     gate = threading.Event()
-    pool.ensure("t", DEV, 1, lambda: gate.wait(5) and {})
-    pool.ensure("t", QA, 1, lambda: {})
-    pool._futures[("t", QA)][1].cancel()  # NOTE: queued behind DEV's, so it can still be cancelled
+    pool.start("t", DEV, 1, lambda: gate.wait(5) and [])
+    pool.start("t", QA, 1, lambda: [])
+    pool.forget("t")  # NOTE: QA's call is queued behind DEV's: it is never made
     gate.set()
-    with pytest.raises(CancelledError):
-        pool.done("t", {QA: 1})
-    assert pool.running("t", {QA: 1}) == {}
+    assert pool.running("t", {DEV: 1, QA: 1}) == {}
 
 
-def test_the_pool_takes_only_the_dispatch_the_state_records():
-    pool = StepPool(workers=2)
-    pool.ensure("t", DEV, 1, lambda: {"histories": {}, "outbox": []})
-    pool.ensure("t", DEV, 1, lambda: pytest.fail("a dispatch the pool holds is not started twice"))
+def test_the_pool_holds_only_the_dispatch_the_state_records():
+    pool = CallPool(workers=2)
+    pool.start("t", DEV, 1, lambda: [AIMessage("one")])
+    pool.start("t", DEV, 1, lambda: pytest.fail("a dispatch the pool holds is not started twice"))
     pool.wait("t", {DEV: 1}, every=True, timeout=5)
 
-    assert pool.done("t", {DEV: 2}) == {}  # a stale result is not taken for a newer dispatch
-    assert pool.running("t", {DEV: 2}) == {}
-    pool.release("t", {DEV: 2})  # NOTE: releasing another dispatch forgets nothing
-    assert pool.done("t", {DEV: 1}) == {DEV: {"histories": {}, "outbox": []}}
+    assert pool.finished("t", {DEV: 2}) == {}  # a stale call is not taken for a newer dispatch
+    assert pool.take("t", DEV, 2) is None
+    future = pool.take("t", DEV, 1)
+    assert future is not None and future.result()[0].text == "one"

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from audit_fixtures import CONFIG, log_lines, login_team
 from conftest import FakeClock
+from langchain_core.messages import AIMessage
 from langgraph.types import Command
 from pg_fixtures import postgres_server, postgres_url  # noqa: F401
 from scripting import act, call, on_message
@@ -25,6 +26,11 @@ def _heads(lines: list[str]) -> Counter[tuple[str, str, str, str, str]]:
     return Counter((e.sender, e.receiver, e.kind, re.split(r"[(:]", e.content)[0].strip(), e.result) for e in events)
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 29 point 5: the log is written by router passes, and the checkpoint before an agent's node "
+    "is logged only with the next pass's; a fork there logs that pass's lines (a member's creation) again",
+)
 def test_a_branch_forked_from_an_earlier_checkpoint_logs_its_own_lines_once(tmp_path: Path) -> None:
     team = login_team(tmp_path / "home", clock=FakeClock())
     graph = team.compile()
@@ -35,7 +41,8 @@ def test_a_branch_forked_from_an_earlier_checkpoint_logs_its_own_lines_once(tmp_
     mid = next(
         s
         for s in reversed(list(graph.get_state_history(CONFIG)))
-        if s.next == ("router",) and "UI Operator_1" in s.values.get("agents", {})
+        if "UI Operator_1" in s.values.get("agents", {})
+        and not any(isinstance(m, AIMessage) for m in s.values["histories"].get("UI Operator_1", []))
     )
     fork = graph.update_state(mid.config, {"messages": []})
     graph.invoke(None, fork)
@@ -199,6 +206,11 @@ def _twice(lines: list[str]) -> list[str]:
     return [line for line, n in Counter(lines).items() if n > 1]
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 29 point 5: the log is written by router passes, not by the checkpoints it follows; "
+    "a fork after an agent's node does not log its branch's reply once yet",
+)
 @pytest.mark.parametrize("scheduling", ["completions", "lockstep"])
 def test_a_fork_at_each_pass_of_a_run_logs_the_branch_once_while_its_member_works(tmp_path: Path, scheduling) -> None:
     """Forks taken where the member is idle, in a step, calling a tool or waiting on its question."""

@@ -148,7 +148,7 @@ def test_a_resumed_thread_writes_snapshots_of_the_histories_it_loaded(database, 
     # A resumed run holds histories as History sequences; a DeltaChannel snapshot of them
     # (every `cadence` updates) is stored as plain lists, on both databases.
     from langchain_core.messages import AIMessage, HumanMessage
-    from test_think_ahead import two_members
+    from test_calls_in_flight import two_members
 
     from teamgraph import History
 

@@ -23,8 +23,8 @@ from teamgraph.checkpoints.collector import collector_paused
 from teamgraph.checkpoints.saver import TeamSqliteSaver, _WalkSerde
 from teamgraph.checkpoints.serde import TeamSerializer
 from teamgraph.compat import DELTA_SNAPSHOT
+from tests.test_calls_in_flight import two_members as script
 from tests.test_saver_review import CHANNELS, plain
-from tests.test_think_ahead import two_members as script
 
 needs_snapshots = pytest.mark.skipif(DELTA_SNAPSHOT is None, reason="this LangGraph has no DeltaChannel snapshots")
 

@@ -29,9 +29,9 @@ from teamgraph.checkpoints.saver import TeamSqliteSaver
 from teamgraph.checkpoints.serde import HISTORY_APPEND_TYPE, TeamSerializer
 from teamgraph.nodes.model_view import ContextBudget, approximate_counter, model_view, view_entries
 from teamgraph.state import append_conversation
+from tests.test_calls_in_flight import two_members as script
 from tests.test_resume_load import _load_held_in_another_thread
 from tests.test_saver_review import CHANNELS, assert_every_checkpoint_reads_as_langgraphs, plain, reference_graph
-from tests.test_think_ahead import two_members as script
 
 
 @pytest.fixture

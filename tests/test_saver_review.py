@@ -28,7 +28,7 @@ from teamgraph.checkpoints.saver import TeamSqliteSaver
 from teamgraph.checkpoints.serde import TeamSerializer
 from teamgraph.history import History
 from teamgraph.state import RecordsUpdate, merge_records
-from tests.test_think_ahead import two_members as script
+from tests.test_calls_in_flight import two_members as script
 
 LEADER = "Team Leader"
 R1, U1 = "Researcher_1", "UI Operator_1"
@@ -129,7 +129,7 @@ CHILD = textwrap.dedent(
     import teamgraph.state
     teamgraph.state.HISTORY_SNAPSHOT_FREQUENCY = 2
     from teamgraph import ScriptedChatModel, Team
-    from tests.test_think_ahead import two_members
+    from tests.test_calls_in_flight import two_members
 
     home, turn = sys.argv[1], sys.argv[2]
     config = {"configurable": {"thread_id": "strict"}}

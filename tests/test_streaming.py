@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, AIMessageChunk, SystemMessage
+from langchain_core.messages import AIMessage, AIMessageChunk, SystemMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from teamgraph import ScriptedChatModel, Team
@@ -66,8 +66,8 @@ def test_every_token_names_its_agent_and_role(streamed: dict[str, Any]) -> None:
         agent = meta.get("teamgraph_agent")
         assert agent in ROLES, f"token without a known teamgraph_agent: {meta}"
         assert meta.get("teamgraph_role") == ROLES[agent], meta
-        # Tokens come from the steps the router issued (they run in its pool), tagged per agent.
-        assert meta["langgraph_node"] == "router", meta
+        # Tokens stream as the agent's node (issue 29): its role's node, or the leader's.
+        assert meta["langgraph_node"] == ("leader" if agent == "Team Leader" else ROLES[agent]), meta
         # NOTE: like a model called inside any top-level node: the root namespace, no subgraphs=True needed.
         assert ns == (), (ns, agent)
         seen.add(agent)
@@ -92,13 +92,13 @@ def test_tokens_add_up_to_each_agents_history(streamed: dict[str, Any]) -> None:
 
 
 def test_step_updates_name_the_agent(streamed: dict[str, Any]) -> None:
-    """At the top level, the router's update carries each finished step under its agent's name."""
+    """At the top level, each agent's node's update carries its step under its agent's name."""
     stepped: set[str] = set()
     for ns, mode, data in streamed["events"]:
         if mode != "updates" or ns != ():
             continue
         for node, update in data.items():
-            if node != "router" or not update:
+            if node in ("router", "human") or not update:
                 continue
             for name, messages in update.get("histories", {}).items():
                 if any(isinstance(m, AIMessage) for m in messages):
@@ -135,10 +135,10 @@ def test_async_stream_names_the_agents(tmp_path: Path) -> None:
 
 
 def test_messages_mode_does_not_replay_prompts(streamed: dict[str, Any]) -> None:
-    """Only the models' tokens and the leader's replies to the user are streamed, never a prompt."""
+    """Only the models' tokens, the tools' results and the leader's replies to the user are streamed, never a prompt."""
 
     def allowed(msg: Any, meta: dict[str, Any]) -> bool:
-        token = isinstance(msg, AIMessageChunk) and meta.get("teamgraph_agent") in ROLES
+        token = isinstance(msg, AIMessageChunk | ToolMessage) and meta.get("teamgraph_agent") in ROLES
         return token or (isinstance(msg, AIMessage) and msg.name == "Team Leader")
 
     replayed = [

@@ -306,15 +306,18 @@ def test_a_values_stream_carries_the_output_schema_not_the_histories(demo_run: d
     assert MEMBERS <= set(values["histories"])
 
 
-def test_graph_shows_the_router_and_the_human_gate(studio_server: DevServer) -> None:
-    # NOTE: agents' steps run in the router's pool (one superstep per finished step),
-    # so the team's graph is router ⇄ human; who did what is in the state and the stream.
+def test_graph_shows_the_team(studio_server: DevServer) -> None:
+    """Issue 29: the API server draws the leader, a node per role, the member node and the gate,
+    and with ``xray`` each role subgraph's model, tools and effects."""
     client = get_sync_client(url=studio_server.url)
     assistant_id = _assistant_id(client)
     drawn = client.assistants.get_graph(assistant_id)
-    assert {n["id"] for n in drawn["nodes"]} == {"__start__", "router", "human", "__end__"}
+    nodes = {n["id"] for n in drawn["nodes"]}
+    assert {"__start__", "router", "leader", "ui-operator", "full-stack-engineer", "member", "human"} <= nodes
     edges = {(e["source"], e["target"]) for e in drawn["edges"]}
-    assert {("router", "human"), ("router", "__end__"), ("human", "router")} <= edges
+    assert {("router", "human"), ("router", "leader"), ("leader", "router"), ("human", "router")} <= edges
+    inner = {n["id"] for n in client.assistants.get_graph(assistant_id, xray=True)["nodes"]}
+    assert {"ui-operator:model", "ui-operator:tools", "ui-operator:effects"} <= inner
 
 
 def test_stream_tags_tokens_with_the_agent(studio_server: DevServer) -> None:

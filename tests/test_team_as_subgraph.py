@@ -177,8 +177,8 @@ def test_runs_nothing_can_resume_leave_nothing_in_the_pool(tmp_path: Path, threa
             config["configurable"] = {"thread_id": thread}
         with pytest.raises(GraphRecursionError):
             parent.invoke({"messages": [("user", f"Go {n}")]}, config)
-    pool = team.runtime.steps
-    assert not pool._futures and not pool._ahead
+    pool = team.runtime.calls
+    assert not pool._futures
 
 
 TOKEN = re.compile(r"Task-[A-Z]")
@@ -229,4 +229,4 @@ def test_two_runs_at_once_keep_each_protocol_to_its_own_run(tmp_path: Path, side
     for token, result in zip(tokens, results, strict=True):
         final = result["messages"][-1].content
         assert final.startswith("FINAL") and set(TOKEN.findall(final)) == {token}, final
-    assert not team.runtime.steps._futures and not team.runtime.steps._ahead
+    assert not team.runtime.calls._futures

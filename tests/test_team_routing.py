@@ -759,9 +759,9 @@ def test_a_slice_runs_several_work_steps_in_one_superstep_and_messages_wait_for_
     ran_together = []
     for update in graph.stream({"messages": [("user", "Go")]}, config, stream_mode="updates"):
         for node, value in update.items():
-            # NOTE: a finished slice comes back in the router's update (its steps ran in the pool).
+            # NOTE: a finished slice comes back in the update of its role node.
             slice_ = (value or {}).get("histories", {}).get("Researcher_1", [])
-            if node == "router" and any(isinstance(m, AIMessage) for m in slice_):
+            if node == "researcher" and any(isinstance(m, AIMessage) for m in slice_):
                 ran_together.append(sum(isinstance(m, AIMessage) for m in slice_))
     # Three work steps in one task, then the final answer in the next.
     assert ran_together[0] == 3

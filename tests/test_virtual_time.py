@@ -1,4 +1,4 @@
-"""Out-of-order completions in virtual time: ``VirtualStepPool`` pins an interleaving of the
+"""Out-of-order completions in virtual time: ``VirtualCallPool`` pins an interleaving of the
 completions scheduler, so a test can assert a whole history, and replay it exactly.
 """
 
@@ -10,8 +10,8 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from scripting import act, call, quiet
 
 from teamgraph import Policy
+from teamgraph.calls import VirtualCallPool
 from teamgraph.messaging import envelopes
-from teamgraph.steps import VirtualStepPool
 from tests.invariants import assert_team_invariants
 
 LEADER = "Team Leader"
@@ -60,7 +60,7 @@ def slow_first_step(agent: str, n: int) -> float:
 
 def run_pinned(make_team, home: Path, seen: list[list[BaseMessage]]):
     run = make_team(script(seen), policy=COMPLETIONS, home=home, thread="pinned")
-    run.team.runtime.steps = VirtualStepPool(latency=slow_first_step)
+    run.team.runtime.calls = VirtualCallPool(latency=slow_first_step)
     run.send("Go")
     return run
 

@@ -48,7 +48,7 @@ from teamgraph.audit.lines import SYSTEM
 from teamgraph.audit.project import PROJECT_NAME_KEY, log_folder, project_name
 from teamgraph.audit.records import TIME_FORMAT, LogEvent, format_line
 from teamgraph.checkpoints.saver import set_wal
-from teamgraph.graph.runs import run_key
+from teamgraph.runs import run_key
 
 INDEX_FILE = ".collaboration.sqlite"
 BUSY_TIMEOUT = 30.0

@@ -323,7 +323,7 @@ class Session:
         """
         view = TeamView(self.thread, self.values())
         chunks = self.graph.stream(payload, self.config, stream_mode=["updates", "tasks"])
-        steps = self.team.runtime.steps
+        steps = self.team.runtime.calls
         steps.draining.discard(self.thread)
         # NOTE: the first Ctrl-C lets the steps in flight finish and starts no new one.
         with GracefulStop(

@@ -1,7 +1,16 @@
-"""Build the team's StateGraph: the router loops on itself (one superstep per finished step), and a human gate.
+"""Build the team's StateGraph: the router, the leader, a node per role, a member node and the human gate.
 
-Agents' steps run in the scheduler's pool (``teamgraph/graph/scheduler.py``), not as
-graph nodes: a member's next step starts as soon as its previous one is done.
+::
+
+    START → router ─┬─ Send → leader               (the Team Leader's step)
+       ↑            ├─ Send → <role node> × N      (a member's step, in its role subgraph)
+       │            ├─ Send → member               (roles created after the compile)
+       │            ├─ human                        (the interrupt: questions, approvals)
+       │            └─ END
+       └──────────── every node returns to the router
+
+The model calls run in flight (``teamgraph/graph/scheduler.py``): the router sends a
+member to its node as soon as its call is done, so nobody waits for another's call.
 """
 
 from __future__ import annotations
@@ -15,8 +24,10 @@ from teamgraph.audit.writer import open_log_soon
 from teamgraph.compat import CONFIG_KEY_DURABILITY, route_edits
 from teamgraph.graph.guarded import guarded
 from teamgraph.graph.router import HUMAN_NODE, ROUTER_NODE, make_router, route_edit
+from teamgraph.graph.scheduler import LEADER_NODE, MEMBER_NODE
 from teamgraph.nodes.agent_step import RoleStep, build_role_step
 from teamgraph.nodes.human_gate import make_human_gate
+from teamgraph.nodes.role_graph import StepTask, make_agent_node
 from teamgraph.roles import Role
 from teamgraph.runtime import TeamRuntime
 from teamgraph.state import RouterInput, TeamInput, TeamOutput, TeamState
@@ -24,8 +35,11 @@ from teamgraph.state import RouterInput, TeamInput, TeamOutput, TeamState
 # NOTE: a team run takes about one superstep per finished step (Policy.max_model_calls
 # per user message), far more than LangGraph's default limit of 25.
 RECURSION_LIMIT = 100_000
-LANGGRAPH_WORKERS = 3
-"""The graph's default ``max_concurrency``: the threads of LangGraph's pool (a run's config may set more)."""
+
+
+def role_node(role_id: str) -> str:
+    """The node of a role: its id, unless that names one of the graph's own nodes."""
+    return f"{role_id}-role" if role_id in (ROUTER_NODE, HUMAN_NODE, LEADER_NODE, MEMBER_NODE) else role_id
 
 
 def build_team_graph(runtime: TeamRuntime, *, checkpointer: Any = None) -> CompiledStateGraph:
@@ -54,14 +68,19 @@ def build_team_graph(runtime: TeamRuntime, *, checkpointer: Any = None) -> Compi
                 raise
             # NOTE: a role the team wrote must never stop the compile: its members
             # fail at their first step, with the reason.
-    # NOTE: the router goes on by a Command (``router.next_node``); ``destinations`` draws its edges.
+    runtime.role_nodes = {role.id: role_node(role.id) for role in runtime.roles.values() if not role.is_leader}
+    agent_nodes = [LEADER_NODE, *runtime.role_nodes.values(), MEMBER_NODE]
+    # NOTE: the router goes on by a Command (``router.next_node``, ``Send``s); ``destinations`` draws its edges.
     builder.add_node(
         ROUTER_NODE,
         make_router(runtime, step_for=step_for),
         input_schema=RouterInput,
-        destinations=(ROUTER_NODE, HUMAN_NODE, END),
+        destinations=(*agent_nodes, HUMAN_NODE, ROUTER_NODE, END),
     )
     builder.add_edge(START, ROUTER_NODE)
+    for node in agent_nodes:
+        builder.add_node(node, make_agent_node(runtime, step_for, node=node), input_schema=StepTask)
+        builder.add_edge(node, ROUTER_NODE)
     builder.add_node(HUMAN_NODE, make_human_gate(runtime))
     builder.add_edge(HUMAN_NODE, ROUTER_NODE)
     # NOTE: one run per thread (a lease in the home) wherever the team keeps its own checkpoints.
@@ -72,19 +91,10 @@ def build_team_graph(runtime: TeamRuntime, *, checkpointer: Any = None) -> Compi
     graph = guarded(
         compiled,
         lease_home=lease_home,
-        on_end=lambda run: runtime.steps.close_ahead(run.key) if run.resumable else runtime.steps.forget(run.key),
+        on_end=lambda run: None if run.resumable else runtime.calls.forget(run.key),
         on_start=lambda config: open_log_soon(runtime, config),
     )
-    config: dict[str, Any] = {
-        "recursion_limit": RECURSION_LIMIT,
-        # NOTE: the agents' steps run in the team's own pool, so LangGraph's pool serves a
-        # superstep's tasks (the router, and the gate beside it after an edit), a stream's
-        # chunk waiter and the checkpoint writes. Six workers (its default on 2 CPUs) woke a
-        # thread for each write: 93 futex calls per model call, 78 with three (strace,
-        # delegation R = 40 minus R = 10). Fewer than three hold a gate's interrupt back
-        # behind the router's wait on a stream (one deadlocks a streamed run).
-        "max_concurrency": LANGGRAPH_WORKERS,
-    }
+    config: dict[str, Any] = {"recursion_limit": RECURSION_LIMIT}
     if checkpointer is not None:
         # "sync" durability waits for each checkpoint (a crash loses no step); it
         # must not be set without a checkpointer, where nothing is ever saved.

@@ -26,7 +26,7 @@ from langgraph.types import Command
 
 from teamgraph.checkpoints.lease import hold_thread
 from teamgraph.compat import CONFIG_KEY_CHECKPOINTER, CONFIG_KEY_DURABILITY, effective_config
-from teamgraph.graph.runs import RUN_KEY, RunScope, scope_of
+from teamgraph.runs import RUN_KEY, RunScope, scope_of
 
 
 class ResumeValueError(ValueError):
@@ -61,9 +61,9 @@ class TeamGraph(CompiledStateGraph):
 
     Attributes:
         lease_home: Where the leases live (None: no lease).
-        on_end: Called with the run's scope (``teamgraph/graph/runs.py``) when a run ends,
+        on_end: Called with the run's scope (``teamgraph/runs.py``) when a run ends,
             however it ends (its calls thought ahead and not used are settled, and a run
-            nothing can resume is forgotten: ``StepPool.close_ahead`` / ``forget``).
+            nothing can resume is forgotten: ``CallPool.forget``).
         on_start: Called with the run's merged config as a run starts,
             before its first checkpoint (the log's index opens meanwhile: ``open_log_soon``).
     """

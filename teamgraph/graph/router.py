@@ -47,14 +47,24 @@ HANDLERS: dict[str, Handler] = {
     effects.BOARD: work.on_board,
     effects.BOARD_ADD: work.on_board_add,
     effects.STEP: turns.on_step,
+    effects.TAKEN: turns.on_taken,
     effects.TASK_CREATE: work.on_task_create,
     effects.TASK_UPDATE: work.on_task_update,
     effects.ENDOW: work.on_endow,
 }
 """Effect kind -> the handler that applies it."""
 
-PHASE = {effects.STEP: 1, effects.STOP: 2, effects.TERMINATE: 2, effects.HUMAN_ANSWER: 3, effects.RESUME_ERROR: 3}
+PHASE = {
+    effects.TAKEN: -1,
+    effects.STEP: 1,
+    effects.STOP: 2,
+    effects.TERMINATE: 2,
+    effects.HUMAN_ANSWER: 3,
+    effects.RESUME_ERROR: 3,
+}
 """The phase of each effect kind in a router pass (kinds not listed: 0).
+
+First the dispatches the agents' nodes took leave the in-flight record (``taken``).
 
 NOTE: causality. Effects are applied in phases, so that no outcome depends on the
 order of the agents: first what every step asked for (requests, waits, messages),
@@ -96,9 +106,9 @@ def run_pass(runtime: TeamRuntime, state: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def next_node(team: Mapping[str, Any]) -> str:
-    """Where the graph goes after a pass that leaves the team book ``team``."""
+    """Where the graph goes after a pass that leaves the team book ``team``, when no call finished."""
     if team.get("human"):
-        # NOTE: with Policy.pause="immediately" steps may be in flight: they go on in the
+        # NOTE: with Policy.pause="immediately" calls may be in flight: they go on in the
         # pool during the pause, and the pass after the person's answer takes them back.
         return HUMAN_NODE
     return ROUTER_NODE if team.get("in_flight") else END
@@ -120,6 +130,8 @@ def route_edit(update: Any, config: RunnableConfig) -> str | list[str]:
         written = update.update.get("team") if isinstance(update.update, Mapping) else None
         if written is not None:
             return next_node(written)
+    if read_fresh(config, "outbox", []):
+        return ROUTER_NODE  # NOTE: agents' steps wait for a pass (an edit after an agent's node)
     return next_node(read_fresh(config, "team", {}))
 
 
@@ -131,7 +143,7 @@ def make_router(runtime: TeamRuntime, *, step_for: StepFor) -> RouterNode:
     """The router node for one team (its input is only the effects: see ``RouterInput``).
 
     Args:
-        runtime: The team runtime (its ``steps`` pool runs the agents' steps).
+        runtime: The team runtime (its ``calls`` hold the model calls in flight).
         step_for: The ``RoleStep`` of a role.
     """
 
@@ -140,27 +152,26 @@ def make_router(runtime: TeamRuntime, *, step_for: StepFor) -> RouterNode:
         # NOTE: its input is only RouterInput; the rest is read here, as LangGraph's ToolNode
         # reads state, so traces and debug streams of the router do not carry every history.
         committed = read_graph_state(config, list(TeamState.__annotations__))
-        scheduler.start_recorded(runtime, step_for, committed, config)
-        # NOTE: the state a pass reads is committed: its log lines are written while it waits.
+        # NOTE: the state a pass reads is committed: its log lines are written while it works.
         logged = write_committed_soon(runtime, committed, config)
-        scheduler.wait_for_steps(runtime, committed, config)
-        finished = scheduler.finished_steps(runtime, committed, config)
-        current = scheduler.with_finished(committed, finished)
-        # NOTE: the steps this pass issues start in the next superstep, once the checkpoint
-        # that records them is written: a crash then loses only steps in flight. Only
-        # their first model calls start now (thought ahead), on the state it will hold.
-        updates = run_pass(runtime, current)
+        updates = run_pass(runtime, committed)
+        team = updates["team"]
+        updates["outbox"] = {"taken": len(committed.get("outbox") or ())}
         # NOTE: the checkpoint this pass read (and logs) is the base its branch's next lines follow.
-        updates["team"][LOG_BASE] = checkpoint_read(config)
-        # NOTE: the finished steps' messages are written first: the pass's own appends follow them.
-        updates = scheduler.finished_messages(updates, finished)
-        scheduler.think_ahead(runtime, step_for, committed, updates, config)
-        # NOTE: the checkpoint follows the log lines of the state the pass read; a failed
-        # write (or pass) leaves the finished steps in the pool, for the retried pass.
+        team[LOG_BASE] = checkpoint_read(config)
+        after = scheduler.after_pass(committed, updates)
+        # NOTE: the checkpoint follows the log lines of the state the pass read.
         logged.result()
-        scheduler.release(runtime, committed, finished, config)
+        if team.get("human"):
+            return Command(update=updates, goto=HUMAN_NODE)
+        scheduler.start_calls(runtime, step_for, after, config)
+        finished = scheduler.finished_calls(runtime, after, config)
+        if not finished:
+            return Command(update=updates, goto=next_node(team))
+        # NOTE: the agents' nodes take the steps in the next superstep; the dispatches stay
+        # in flight until the pass after it reads that they were taken (``taken``).
         # NOTE: a Command, not a conditional edge: an edge reads the state fresh, which
         # copies every channel (each agent's history too) after every pass.
-        return Command(update=updates, goto=next_node(updates.get("team", committed.get("team", {}))))
+        return Command(update=updates, goto=scheduler.sends(runtime, after, finished))
 
     return router

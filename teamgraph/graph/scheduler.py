@@ -1,89 +1,40 @@
-"""The scheduler half of the router node: steps run in a pool, one superstep per completion.
+"""The scheduler half of the router node: model calls in flight, one superstep per completion.
 
-A router superstep (1) waits until a step in flight is done (unless a person's
-answers or the user's new message are waiting to be applied), (2) takes every
-finished step, (3) runs the router pass on the state with those steps in it, and
-(4) starts the steps that pass issued. The checkpoint written at the end of the
-superstep holds the finished steps applied and the new ones recorded
-(``team["in_flight"]``), so a crash loses only the steps in flight: a new process
-issues them again from the same state.
-
-The first model call of each step a pass issues is thought ahead: started at the end
-of the pass, on the state that checkpoint will hold, instead of one superstep later.
-The step uses it only if it reads that very state (``teamgraph/ahead.py``); its
-tools run only once the checkpoint recording it is written.
+After its pass, the router (1) starts the model call of every step the state records
+in flight (``team["in_flight"]``) that the pool does not hold yet, on the very state its
+checkpoint will hold, (2) waits until one of them is done (each one in lockstep or while
+draining, never past a pending request's deadline), and (3) sends each finished call to
+its agent's node, where the step is taken (``teamgraph/nodes/role_graph.py``). The next
+pass applies what those steps did. So a member's call never waits for another's, and a
+crash loses only the calls in flight: a new process makes them again from the
+checkpoint that records them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import datetime
 from functools import partial
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.types import default_retry_on
+from langgraph.types import Send
 
-from teamgraph.audit.traces import open_run
-from teamgraph.graph.runs import run_key
-from teamgraph.history import HistoryAppend
-from teamgraph.ledger.mail import new_user_messages
-from teamgraph.models.scripted import AGENT_KEY
-from teamgraph.nodes.agent_step import StepFor, begin_step, step_reads, take_step
+from teamgraph.nodes.agent_step import StepFor, begin_step
+from teamgraph.nodes.role_graph import StepTask, first_call
 from teamgraph.protocols.requests import is_pending
-from teamgraph.records import LEADER
+from teamgraph.runs import run_key
 from teamgraph.runtime import TeamRuntime
 from teamgraph.state import append_histories, merge_records
 
-LEADER_ATTEMPTS = 3
-"""Attempts of a leader's step whose provider fails transiently (a member's failure fails it instead)."""
-
-
-def with_retries(step: Callable[[], dict[str, Any]]) -> Callable[[], dict[str, Any]]:
-    """``step``, retried on the errors LangGraph's ``RetryPolicy`` retries by default.
-
-    NOTE: steps run in the pool, outside any Pregel task, so a node's RetryPolicy
-    no longer applies to them.
-    """
-
-    def attempt() -> dict[str, Any]:
-        for _ in range(LEADER_ATTEMPTS - 1):
-            try:
-                return step()
-            except Exception as exc:
-                if not default_retry_on(exc):
-                    raise
-        return step()
-
-    return attempt
-
-
-def start(
-    runtime: TeamRuntime,
-    step_for: StepFor,
-    state: Mapping[str, Any],
-    agents: Mapping[str, int],
-    config: RunnableConfig,
-) -> None:
-    """Start the dispatches ``agents`` (agent -> dispatch number) on ``state``, unless already running."""
-    key = run_key(config)
-    pool = runtime.steps
-    held = pool.running(key, agents)
-    for agent, seq in agents.items():
-        if agent in held:
-            continue  # NOTE: running already; its call thought ahead, if any, was claimed
-        ahead = pool.ahead_of(key, agent, seq)
-        step = partial(take_step, runtime, step_for, state, agent, config, ahead=ahead)
-        pool.ensure(key, agent, seq, with_retries(step) if agent == LEADER else step)
+LEADER_NODE = "leader"
+MEMBER_NODE = "member"
+"""The node of members whose role was created after the graph was compiled."""
 
 
 def after_pass(state: Mapping[str, Any], updates: Mapping[str, Any]) -> dict[str, Any]:
     """What a step reads of the state the checkpoint after this pass holds: ``updates``
-    folded into ``state`` by the channels' own reducers (``teamgraph/state.py``).
-
-    NOTE: only what a step reads (histories, registry, requests, team book); a step that
-    claims a call thought ahead on it checks the prompt is the same anyway.
-    """
+    folded into ``state`` by the channels' own reducers (``teamgraph/state.py``)."""
     after = dict(state)
     if "histories" in updates:
         after["histories"] = append_histories(state.get("histories"), [updates["histories"]])
@@ -94,49 +45,48 @@ def after_pass(state: Mapping[str, Any], updates: Mapping[str, Any]) -> dict[str
     return after
 
 
-def think_ahead(
-    runtime: TeamRuntime,
-    step_for: StepFor,
-    committed: Mapping[str, Any],
-    updates: Mapping[str, Any],
-    config: RunnableConfig,
-) -> None:
-    """Start the first model call of each step this pass issues, before its checkpoint is written.
+def start_calls(runtime: TeamRuntime, step_for: StepFor, state: Mapping[str, Any], config: RunnableConfig) -> None:
+    """Start the model call of each dispatch ``state`` records that the pool does not hold.
 
-    NOTE: never in lockstep (a superstep's steps start together), in virtual time (a pool
-    that does not think ahead), while draining (no new step starts) or before the human
-    gate (the steps wait for the person's answer).
+    NOTE: a draining thread (the CLI's Ctrl-C) starts none: the calls running finish, and
+    the thread stops with the rest recorded, for a resume to make.
     """
     key = run_key(config)
-    team = updates.get("team", {})
-    pool = runtime.steps
-    if not pool.thinks_ahead or runtime.scheduling() == "lockstep" or key in pool.draining or team.get("human"):
+    pool = runtime.calls
+    if key in pool.draining:
         return
-    before = committed.get("team", {}).get("in_flight", {})
-    issued = [(agent, seq) for agent, seq in team.get("in_flight", {}).items() if before.get(agent) != seq]
-    if not issued:
-        return
-    state = after_pass(committed, updates)
-    for agent, seq in issued:
-        reads = step_reads(state, agent)
-        if pool.holds_ahead(key, agent, seq, reads):
-            continue  # NOTE: a pass retried after a failure: the call it made serves
+    in_flight = state.get("team", {}).get("in_flight", {})
+    held = pool.running(key, in_flight)
+    for agent, seq in in_flight.items():
+        if agent in held:
+            continue
         try:
             start = begin_step(runtime, step_for, state, agent, config)
-        except Exception:  # noqa: BLE001 - e.g. a role that is gone: the step meets the error and reports it
-            continue
-        if start.guard.stop:
-            continue  # NOTE: the step makes no call (the loop guard stops its turn)
-        # NOTE: its traced run opens now, under this pass's run: the call and the step's tools nest in it.
-        run = open_run(inputs={AGENT_KEY: agent}, config=start.config)
-        pool.think_ahead(key, agent, seq, reads, start.first_call(run))
+        except Exception:  # noqa: BLE001 - e.g. a role that is gone: the agent's node meets the error and reports it
+            start = None
+        node = node_of(runtime, state, agent)
+        pool.start(key, agent, seq, partial(first_call, start, node) if start is not None else _no_call)
+
+
+def _no_call() -> None:
+    """A dispatch whose step cannot start: its node meets the reason."""
+    return None
+
+
+def node_of(runtime: TeamRuntime, state: Mapping[str, Any], agent: str) -> str:
+    """The node in which ``agent`` takes its steps: the leader's, its role's, or the generic member node."""
+    record = state.get("agents", {}).get(agent, {})
+    role = runtime.roles.get(record.get("role", ""))
+    if role is not None and role.is_leader:
+        return LEADER_NODE
+    return runtime.role_nodes.get(record.get("role", ""), MEMBER_NODE)
 
 
 def seconds_to_next_deadline(runtime: TeamRuntime, state: Mapping[str, Any]) -> float | None:
     """How long the scheduler may wait before a pending request's deadline must fire.
 
     NOTE: it reads the pending ids the router keeps (``team["open"]``), never every
-    request of the thread: this runs once per finished step.
+    request of the thread: this runs once per finished call.
     """
     requests = state.get("requests", {})
     pending = [requests[rid] for rid in state.get("team", {}).get("open", ()) if rid in requests]
@@ -149,78 +99,19 @@ def seconds_to_next_deadline(runtime: TeamRuntime, state: Mapping[str, Any]) -> 
     return max(0.0, min(left)) if left else None
 
 
-def has_input(state: Mapping[str, Any]) -> bool:
-    """Whether a person's answers or a new user message wait to be applied (no reason to wait)."""
-    if state.get("outbox"):
-        return True
-    return bool(new_user_messages(state.get("messages", []), state.get("team", {}).get("user_seen", 0)))
-
-
-def start_recorded(runtime: TeamRuntime, step_for: StepFor, state: Mapping[str, Any], config: RunnableConfig) -> None:
-    """Start the dispatches ``state`` records (``team["in_flight"]``) that the pool does not run yet.
-
-    NOTE: a dispatch the pool does not hold (a new process after a crash) is issued
-    again on the state that recorded it, which is this superstep's input. A draining
-    thread (the CLI's Ctrl-C) starts none of a superstep's steps, never a part of
-    them: a lockstep batch stays whole, so a resume replays the same interleaving.
-    """
-    in_flight = state.get("team", {}).get("in_flight", {})
-    if in_flight and run_key(config) not in runtime.steps.draining:
-        start(runtime, step_for, state, in_flight, config)
-
-
-def wait_for_steps(runtime: TeamRuntime, state: Mapping[str, Any], config: RunnableConfig) -> None:
-    """Wait until a step in flight is done (every one in lockstep or while draining).
-
-    No wait when a person's answers or the user's new message are waiting to be applied,
-    and none past the next deadline of a pending request.
-    """
+def finished_calls(runtime: TeamRuntime, state: Mapping[str, Any], config: RunnableConfig) -> dict[str, int]:
+    """Wait until a call in flight is done (every one in lockstep or while draining); the finished dispatches."""
     key = run_key(config)
-    pool = runtime.steps
+    pool = runtime.calls
     held = pool.running(key, state.get("team", {}).get("in_flight", {}))
-    if held and not has_input(state):
+    if held:
         every = runtime.scheduling() == "lockstep" or key in pool.draining
         pool.wait(key, held, every=every, timeout=seconds_to_next_deadline(runtime, state))
+    return pool.finished(key, held)
 
 
-def finished_steps(runtime: TeamRuntime, state: Mapping[str, Any], config: RunnableConfig) -> dict[str, dict[str, Any]]:
-    """The results of the finished steps of the dispatches ``state`` records, by agent.
-
-    NOTE: they stay in the pool until ``release``: a pass, or its log, that fails leaves
-    them for the retried pass (taken and dropped, they would be issued again).
-    """
-    in_flight = state.get("team", {}).get("in_flight", {})
-    return runtime.steps.done(run_key(config), in_flight) if in_flight else {}
-
-
-def release(
-    runtime: TeamRuntime, state: Mapping[str, Any], finished: Mapping[str, Any], config: RunnableConfig
-) -> None:
-    """The pool forgets the finished steps this pass took (its updates record them)."""
-    in_flight = state.get("team", {}).get("in_flight", {})
-    runtime.steps.release(run_key(config), {agent: in_flight[agent] for agent in finished})
-
-
-def with_finished(state: Mapping[str, Any], finished: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
-    """The state with the finished steps in it: their messages in histories, their effects to apply."""
-    if not finished:
-        return dict(state)
-    results = [finished[agent] for agent in sorted(finished)]
-    histories = append_histories(state.get("histories"), [result.get("histories", {}) for result in results])
-    outbox = [*state.get("outbox", []), *(effect for result in results for effect in result.get("outbox", []))]
-    team = dict(state.get("team", {}))
-    team["in_flight"] = {a: seq for a, seq in team.get("in_flight", {}).items() if a not in finished}
-    return {**state, "histories": histories, "outbox": outbox, "team": team}
-
-
-def finished_messages(updates: dict[str, Any], finished: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
-    """``updates`` with the finished steps' messages first in each agent's appended history."""
-    if not finished:
-        return updates
-    histories: dict[str, list[Any]] = {}
-    for agent in sorted(finished):
-        histories[agent] = list(finished[agent].get("histories", {}).get(agent, []))
-    for agent, appended in updates.get("histories", {}).items():
-        histories[agent] = [*histories.get(agent, []), *appended]
-    updates["histories"] = HistoryAppend({agent: messages for agent, messages in histories.items() if messages})
-    return updates
+def sends(runtime: TeamRuntime, state: Mapping[str, Any], finished: Mapping[str, int]) -> list[Send]:
+    """One task per finished call, to its agent's node (in the agents' order of creation)."""
+    agents = state.get("agents", {})
+    order = sorted(finished, key=lambda agent: agents.get(agent, {}).get("index", 0))
+    return [Send(node_of(runtime, state, agent), StepTask(agent=agent, seq=finished[agent])) for agent in order]

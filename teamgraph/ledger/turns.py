@@ -33,8 +33,17 @@ from teamgraph.records import (
     Request,
     StepEffect,
     StopEffect,
+    TakenEffect,
 )
 from teamgraph.tools.errors import TOOL_FAILED
+
+
+def on_taken(ledger: Ledger, effect: TakenEffect) -> None:
+    """An agent's node took its dispatch's step: the dispatch is no longer in flight."""
+    in_flight = dict(ledger.team.get("in_flight", {}))
+    if in_flight.get(effect["agent"]) == effect["seq"]:
+        del in_flight[effect["agent"]]
+        ledger.team["in_flight"] = in_flight
 
 
 def on_step(ledger: Ledger, effect: StepEffect) -> None:

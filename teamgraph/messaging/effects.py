@@ -23,6 +23,7 @@ from teamgraph.records import (
     SpawnEffect,
     StepEffect,
     StopEffect,
+    TakenEffect,
     TaskCreateEffect,
     TaskUpdateEffect,
     TerminateEffect,
@@ -45,6 +46,7 @@ STOP: Final = "stop"
 BOARD: Final = "board"
 BOARD_ADD: Final = "board_add"
 STEP: Final = "step"
+TAKEN: Final = "taken"
 
 ReplyVia = Literal["tool", "output"]
 
@@ -148,6 +150,16 @@ def board(*, task_id: str, status: str, note: str | None) -> BoardEffect:
 def board_add(*, title: str, assignee: str | None) -> BoardAddEffect:
     """Add a task to the team's task board."""
     return {"kind": BOARD_ADD, "title": title, "assignee": assignee}
+
+
+def taken(*, seq: int) -> TakenEffect:
+    """An agent's node took dispatch ``seq``'s step: it leaves the book's in-flight record.
+
+    NOTE: written by the agent's node whatever the step did (even nothing, or failed), so a
+    pass knows which dispatches its agents' nodes took; a dispatch sent to a node that never
+    ran (an edit of the checkpoint before it) stays in flight and is made again.
+    """
+    return {"kind": TAKEN, "seq": seq}
 
 
 def step(

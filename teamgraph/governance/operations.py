@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 
 from teamgraph.governance import admin, commands, skills
+from teamgraph.governance.agents import above
 from teamgraph.governance.matrix import DEFAULT_MATRIX, PermissionMatrix, apply_override, dump_matrix
+from teamgraph.roles.model import Role
 from teamgraph.runtime import TeamRuntime
 
 
@@ -58,22 +60,25 @@ class Operation(TypedDict):
 
 
 Executor = Callable[[TeamRuntime, dict[str, Any], CallContext], str]
-Condition = Callable[[TeamRuntime, str, Mapping[str, Any]], bool]
+Condition = Callable[[TeamRuntime, str, Mapping[str, Any], Role], bool]
+"""``(runtime, tool, arguments, the caller's role) -> whether the call is the operation``."""
 
 
-def _high_risk_skill(runtime: TeamRuntime, tool: str, args: Mapping[str, Any]) -> bool:
+def _high_risk_skill(runtime: TeamRuntime, tool: str, args: Mapping[str, Any], caller: Role) -> bool:
     return args.get("risk") == "high"
 
 
-def _core_config(runtime: TeamRuntime, tool: str, args: Mapping[str, Any]) -> bool:
+def _core_config(runtime: TeamRuntime, tool: str, args: Mapping[str, Any], caller: Role) -> bool:
+    """Tools or level of any role; any field of the leader's role or of a role above the caller's."""
     if tool == "set_agent_config":
-        return args.get("field") in admin.CORE_FIELDS
+        target = runtime.roles.get(str(args.get("role_id")))
+        return args.get("field") in admin.CORE_FIELDS or (target is not None and above(target, caller))
     if tool == "create_custom_agent":
         return args.get("level") not in (None, "L4")
     return True
 
 
-def _command_not_allowed(runtime: TeamRuntime, tool: str, args: Mapping[str, Any]) -> bool:
+def _command_not_allowed(runtime: TeamRuntime, tool: str, args: Mapping[str, Any], caller: Role) -> bool:
     command = str(args.get("command", ""))
     try:
         commands.split(command)
@@ -83,7 +88,7 @@ def _command_not_allowed(runtime: TeamRuntime, tool: str, args: Mapping[str, Any
 
 
 CONDITIONS: dict[str, Condition] = {
-    "always": lambda runtime, tool, args: True,
+    "always": lambda runtime, tool, args, caller: True,
     "high_risk_skill": _high_risk_skill,
     "core_config": _core_config,
     "command_not_allowed": _command_not_allowed,
@@ -169,10 +174,10 @@ EXECUTORS: dict[str, Executor] = {
 ACT_ERRORS = (skills.SkillError, commands.CommandError, admin.AgentConfigError, ValueError, KeyError, OSError)
 
 
-def sensitive_operation(runtime: TeamRuntime, tool: str, args: Mapping[str, Any]) -> str | None:
-    """The name of the sensitive operation a call of ``tool`` with ``args`` is, or None."""
+def sensitive_operation(runtime: TeamRuntime, tool: str, args: Mapping[str, Any], caller: Role) -> str | None:
+    """The name of the sensitive operation a call of ``tool`` with ``args`` by an agent of ``caller`` is, or None."""
     for name, rule in runtime.matrix.sensitive.items():
-        if tool in rule.tools and CONDITIONS[rule.when](runtime, tool, args):
+        if tool in rule.tools and CONDITIONS[rule.when](runtime, tool, args, caller):
             return name
     return None
 

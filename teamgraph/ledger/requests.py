@@ -85,7 +85,7 @@ def _deadline(ledger: Ledger, timeout: float | None) -> str | None:
 def _route(ledger: Ledger, effect: OpenEffect) -> tuple[str, str, str | None]:
     """Who receives a new request, who decides it now, and how (receiver, route, decider)."""
     kind, asker, to = effect["request_kind"], effect["agent"], effect["to"] or ""
-    if kind == ASK and effect["details"].get("to_user"):
+    if kind in (ASK, APPROVAL) and effect["details"].get("to_user"):
         return USER, HUMAN, "human"
     if kind in (ASK, MEMBER_PLAN, APPROVAL, PLAN):
         decider = ledger.policy.decider(kind)

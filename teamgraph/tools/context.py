@@ -23,6 +23,7 @@ from langgraph.types import Command
 from pydantic import GetCoreSchemaHandler
 from pydantic_core import CoreSchema, core_schema
 
+from teamgraph.governance.agents import change_refusal, creation_refusal
 from teamgraph.messaging import effects
 from teamgraph.protocols.requests import QUESTION, is_pending
 from teamgraph.records import ACTIVE, LEADER, AgentRecord, Effect, Request, TeamBook
@@ -155,6 +156,28 @@ def active_members(context: ToolContext) -> list[str]:
 def terminated_this_step(context: ToolContext, name: str) -> bool:
     """Whether an earlier call of this step terminated ``name``."""
     return any(e["kind"] == "terminate" and e["target"] == name for e in context.effects)
+
+
+def caller_role(context: ToolContext) -> Role | None:
+    """The calling agent's role (None for an agent the registry does not know yet)."""
+    record = context.agents.get(context.caller)
+    return context.runtime.roles.get(record["role"]) if record else None
+
+
+def require_creatable(context: ToolContext, role: Role) -> None:
+    """Refuse to create a member of ``role`` above the caller's level (every path that creates one asks)."""
+    caller = caller_role(context)
+    refused = creation_refusal(caller, context.caller, role) if caller else None
+    if refused:
+        raise fail(refused, code=errors.FORBIDDEN)
+
+
+def require_changeable(context: ToolContext, role: Role, *, what: str) -> None:
+    """Refuse to change ``what`` of ``role`` (the leader's, or above the caller's level) directly."""
+    caller = caller_role(context)
+    refused = change_refusal(caller, context.caller, role, what=what) if caller else None
+    if refused:
+        raise fail(refused, code=errors.FORBIDDEN)
 
 
 def require_member(context: ToolContext, display_name: str) -> AgentRecord:

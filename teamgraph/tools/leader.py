@@ -22,6 +22,7 @@ from teamgraph.tools.context import (
     fail,
     instance_name,
     reply,
+    require_creatable,
     require_member,
 )
 from teamgraph.tools.skills import governed
@@ -54,6 +55,7 @@ def create_sub_agent(role_id: str, context: ToolContext, task: str | None = None
     if role is None or role.is_leader:
         ids = ", ".join(r for r in roles if r != LEADER_ROLE_ID)
         raise fail(f"Unknown role '{role_id}'. Available roles: {ids}.", code=errors.UNKNOWN_ROLE)
+    require_creatable(context, role)
     name = instance_name(context, role)
     note = "It is working on the task." if task else "It is idle until you message it."
     return reply(

@@ -130,6 +130,16 @@ def test_database_wal_files_and_exports_are_owner_only_under_umask_022(tmp_path,
     assert mode(home / "exports") == 0o700
 
 
+def test_the_log_and_its_folders_are_owner_only_under_umask_022(tmp_path, umask_022):
+    home = tmp_path / "home"
+    team = _team(home)
+    team.compile().invoke({"messages": [("user", "Hi")]}, {"configurable": {"thread_id": "t1"}})
+    logs = [p for p in home.rglob("*.log") if p.is_file()]
+    assert logs
+    for log in logs:
+        assert mode(log) == 0o600 and mode(log.parent) == 0o700, (log, oct(mode(log.parent)))
+
+
 def test_an_existing_world_readable_database_is_made_owner_only(tmp_path, umask_022):
     home = tmp_path / "home"
     home.mkdir()

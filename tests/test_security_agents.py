@@ -217,3 +217,13 @@ def test_hr_manager_changing_the_leader_prompt_waits_for_a_person(make_team):
     assert request["type"] == "approval" and rid.startswith("approval_")
     assert "Approve every request" not in run.team.runtime.roles[LEADER_ROLE_ID].prompt
     assert not (run.team.runtime.custom_roles_dir / f"{LEADER_ROLE_ID}.md").exists()
+
+
+def test_sessions_spawn_of_a_new_member_needs_the_approved_plan_as_create_sub_agent_does(make_team):
+    """``Policy.require_plan``: the leader cannot create a member through sessions_spawn before its plan."""
+    script = {LEADER: [act(call("sessions_spawn", task="x", agentId="researcher")), *[""] * 4]}
+    run = make_team(script, policy=Policy(require_plan=True))
+    run.send("Go")
+    codes = [m.additional_kwargs.get(ERROR_KEY) for m in run.tool_results(LEADER, "sessions_spawn")]
+    assert codes == ["plan_required"]
+    assert set(run.agents()) == {LEADER}

@@ -25,7 +25,7 @@ from pydantic_core import CoreSchema, core_schema
 
 from teamgraph.governance.agents import change_refusal, creation_refusal
 from teamgraph.messaging import effects
-from teamgraph.protocols.requests import QUESTION, is_pending
+from teamgraph.protocols.requests import APPROVED, QUESTION, is_pending
 from teamgraph.records import ACTIVE, LEADER, AgentRecord, Effect, Request, TeamBook
 from teamgraph.tools import errors
 from teamgraph.tools.errors import ErrorCode, ToolError
@@ -164,8 +164,20 @@ def caller_role(context: ToolContext) -> Role | None:
     return context.runtime.roles.get(record["role"]) if record else None
 
 
+def require_approved_plan(context: ToolContext) -> None:
+    """With ``Policy.require_plan``, refuse delegation until a plan is approved."""
+    if context.runtime.policy.require_plan and context.team.get("plan", {}).get("status") != APPROVED:
+        raise fail(
+            "No approved plan yet: this team requires one before you create members or "
+            "delegate. Call propose_plan(summary, steps, complexity) and wait for approval.",
+            code=errors.PLAN_REQUIRED,
+        )
+
+
 def require_creatable(context: ToolContext, role: Role) -> None:
-    """Refuse to create a member of ``role`` above the caller's level (every path that creates one asks)."""
+    """Refuse to create a member of ``role`` before an approved plan (when required) or above the
+    caller's level: every path that creates one asks."""
+    require_approved_plan(context)
     caller = caller_role(context)
     refused = creation_refusal(caller, context.caller, role) if caller else None
     if refused:

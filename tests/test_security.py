@@ -135,6 +135,13 @@ def test_pytest_with_a_conftest_waits_for_an_approval_when_the_sandbox_is_off(ma
     assert not marker.exists()
 
 
+@pytest.mark.parametrize("command", ["cp evil.cfg .git/config", "tee sub/.git/hooks/pre-commit", "mv x --target=.git"])
+def test_an_allow_listed_command_naming_a_git_folder_waits_for_an_approval(command):
+    """Without the sandbox, cp/mv/tee could write .git/config (a filter or diff driver) for a later git."""
+    assert commands.approval_reason(("cp", "tee", "mv"), command, sandboxed=True) is not None
+    assert commands.approval_reason(("cp",), "cp a.txt b.txt", sandboxed=False) is None
+
+
 def test_allow_list_words_may_be_patterns():
     assert commands.is_allowed(("git log -n *",), "git log -n 5")
     assert not commands.is_allowed(("git log -n *",), "git log --all")

@@ -90,12 +90,21 @@ def _program(argv: Sequence[str]) -> str:
     return "python" if name.startswith("python") else name
 
 
+def _values(argument: str) -> list[str]:
+    """An argument, or an option's value (``--output=x``, ``-ox``): what may name a path."""
+    if not argument.startswith("-"):
+        return [argument]
+    return [argument.split("=", 1)[1]] if "=" in argument else [argument[2:]] if len(argument) > 2 else []
+
+
+def _names_git_folder(argument: str) -> bool:
+    """Whether an argument names a path in a ``.git`` folder (its config and hooks run code when git runs)."""
+    return any(".git" in posixpath.normpath(value).split("/") for value in _values(argument) if value)
+
+
 def _leaves_folder(argument: str) -> bool:
     """Whether an argument (or an option's value) names a path outside the folder the command runs in."""
-    values = [argument]
-    if argument.startswith("-"):
-        values = [argument.split("=", 1)[1]] if "=" in argument else [argument[2:]] if len(argument) > 2 else []
-    for value in values:
+    for value in _values(argument):
         if value.startswith(("/", "~")):
             return True
         normal = posixpath.normpath(value) if value else "."
@@ -130,6 +139,8 @@ def approval_reason(allow_list: Sequence[str], command: str, *, sandboxed: bool)
     outside = [a for a in argv[1:] if _leaves_folder(a)]
     if outside:
         return f"{', '.join(repr(a) for a in outside)} leads outside the project folder"
+    if any(_names_git_folder(a) for a in argv[1:]):
+        return "it names a path in a .git folder (git runs what its config and hooks say)"
     if _program(argv) == "git" and (reason := _git_reason(argv)):
         return reason
     if _program(argv) in WORKSPACE_RUNNERS and not sandboxed:

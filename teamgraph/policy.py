@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import shlex
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 Decider = Literal["leader", "human", "leader_then_human"]
 """Who decides a request: the Team Leader, a person, or the leader first and then
@@ -44,8 +45,17 @@ class Policy(BaseModel):
         peer_traffic: How member-to-member traffic reaches the leader:
             ``"notice"`` (one line per message) or ``"full"`` (full copies).
         commands: Commands ``run_command`` runs without an approval: a command is on
-            the list when its arguments begin with an entry's (``"python -m pytest"``
-            allows ``python -m pytest -q tests``). Anything else is a sensitive operation.
+            the list when its arguments begin with an entry's, each word exact or a
+            pattern (``"python -m pytest"`` allows ``python -m pytest -q tests``;
+            ``"git log -n *"``). Even then it waits for an approval when it names a path
+            outside the project folder, uses an option that writes elsewhere or runs
+            another program (git's ``--output``, ``-c``...), or runs code from the
+            project folder (python, pytest, make...) with no sandbox (docs/security.md).
+            Entries are checked here: one that cannot be split is refused.
+        sandbox: ``"auto"``: commands run in a bubblewrap sandbox where ``bwrap`` works
+            (the project folder the only one they write, no network; an approved
+            command runs outside it);
+            ``"off"``: never.
         leader_reminders: How often the leader is reminded of questions it left
             unanswered, when the team has nothing else to do, before the asker
             gets a "no answer" result (a question never hangs).
@@ -93,6 +103,26 @@ class Policy(BaseModel):
     loop_warn: int = Field(default=3, ge=2)
     loop_stop: int = Field(default=5, ge=2)
     commands: tuple[str, ...] = ()
+    sandbox: Literal["auto", "off"] = "auto"
+
+    @field_validator("commands")
+    @classmethod
+    def _command_entries(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for entry in value:
+            try:
+                words = shlex.split(entry)
+            except ValueError as exc:
+                raise ValueError(
+                    f"commands entry {entry!r} cannot be split into arguments ({exc}): fix its quotes"
+                ) from None
+            if not words:
+                raise ValueError(f"commands entry {entry!r} is empty: give a program and arguments, e.g. 'git status'")
+            if "/" in words[0] and not words[0].startswith("/"):
+                raise ValueError(
+                    f"commands entry {entry!r} names a program by a relative path, one the agents could write: "
+                    "give its name (found on PATH) or its absolute path"
+                )
+        return value
 
     def decider(self, kind: str) -> Decider:
         """Who decides a request of ``kind`` (``ask``, ``plan``, ``member_plan``, ``approval``)."""

@@ -69,6 +69,8 @@ class Wait(TypedDict):
     """``call_agents``: the requests that answer the call together."""
     targets: NotRequired[list[str]]
     """``call_agents``: whom each request of the group waits for."""
+    size: NotRequired[int]
+    """``call_agents``: how many requests the group has once all are opened."""
 
 
 InboxItem = TypedDict(
@@ -273,7 +275,7 @@ class OpenEffect(_Effect):
     reply_via: str
     details: dict[str, Any]
     timeout: float | None
-    group: bool
+    group: int
 
 
 class AnswerEffect(_Effect):

@@ -18,6 +18,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 
 from teamgraph import Policy
 from teamgraph.messaging.envelopes import LEADER
+from teamgraph.steps import VirtualStepPool
 from tests.invariants import assert_team_invariants
 from tests.scripting import act, call
 
@@ -215,3 +216,70 @@ def test_a_wait_is_as_old_as_the_pass_that_issued_its_step_however_late_it_lands
     run.send("Go")
     assert_team_invariants(run.values)
     assert _outcome(run, protocol) == idle
+
+
+# A group call whose receivers end while the call is in flight (issue 31, failure 9): the caller's
+# step lands after the leader ended one receiver; the call is still answered exactly once.
+GROUP = ("Other_1", "Other_2")
+ENDINGS = {
+    "terminate": call("terminate_sub_agent", display_name=GROUP[0]),
+    "shutdown": call("shutdown_request", display_name=GROUP[0], reason="done"),
+}
+
+
+def _group_leader(ending: dict):
+    def play(messages):
+        turns = sum(isinstance(m, AIMessage) for m in messages)
+        if turns == 0:
+            return act(
+                call("create_sub_agent", role_id="caller", task="Start."),
+                call("create_sub_agent", role_id="other", task=None),
+                call("create_sub_agent", role_id="other", task=None),
+            )
+        return act(ending) if turns == 1 else ""
+
+    return [play] * 12
+
+
+def _group_member(messages):
+    """Approves a shutdown; answers a call with its text."""
+    shutdowns = ID.findall("\n".join(str(m.content) for m in messages if isinstance(m, HumanMessage)))
+    answered = sum(isinstance(m, AIMessage) for m in messages)
+    if shutdowns and shutdowns[-1].startswith("shutdown_") and not answered:
+        return act(call("shutdown_response", request_id=shutdowns[-1], approve=True))
+    return ANSWER if any(CALL_MARK in str(m.content) for m in messages) and not answered else ""
+
+
+GROUP_CALL = act(call("call_agents", receivers=list(GROUP), content=CALL_MARK))
+
+
+def _slow_group_call(messages):
+    time.sleep(0.6)  # NOTE: as in the issue: the leader's ending lands while this step is in flight
+    return GROUP_CALL
+
+
+@pytest.mark.parametrize("scheduling", ["lockstep", "completions", "completions-threads"])
+@pytest.mark.parametrize("ending", list(ENDINGS))
+def test_call_agents_is_answered_once_when_a_receiver_ends_while_it_is_in_flight(
+    make_team, race_roles, ending, scheduling
+):
+    """Under "completions" the caller's step is slow (virtual time, or 0.6 s on the threads): it
+    lands after the leader's ending; under "lockstep" both land in one pass. Either way: one result."""
+    first = _slow_group_call if scheduling == "completions-threads" else GROUP_CALL
+    script = {
+        LEADER: _group_leader(ENDINGS[ending]),
+        CALLER: [first, *[""] * 8],
+        **{name: [_group_member] * 8 for name in GROUP},
+    }
+    policy = Policy(max_parallel=4, scheduling=scheduling.removesuffix("-threads"))  # type: ignore[arg-type]
+    run = make_team(script, roles_dir=race_roles, policy=policy)
+    if scheduling == "completions":
+        run.team.runtime.steps = VirtualStepPool(latency=lambda agent, n: 9.0 if agent == CALLER else 1.0)
+    run.send("Go")
+    assert_team_invariants(run.values)
+    results = run.tool_results(CALLER, "call_agents")
+    assert len(results) == 1, [m.content for m in results]
+    assert run.status(GROUP[0]) in ("terminated", "shut_down")
+    group = dict(sorted((r["to"], r["status"]) for r in run.requests().values() if r["from"] == CALLER))
+    # NOTE: under lockstep the ending receiver may read the call first and answer it, then end
+    assert group[GROUP[0]] in ("cancelled", "answered") and group[GROUP[1]] == "answered", group

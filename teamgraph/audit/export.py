@@ -21,6 +21,7 @@ from teamgraph.audit.records import TIME_FORMAT
 from teamgraph.audit.redact import redact, redact_value
 from teamgraph.audit.thread_log import read_log
 from teamgraph.audit.tokens import TokenUsage, team_tokens, with_tokens
+from teamgraph.checkpoints.files import private_database, private_file, thread_file_name
 
 Format = Literal["md", "json", "sqlite"]
 FORMATS: tuple[Format, ...] = ("md", "json", "sqlite")
@@ -64,7 +65,7 @@ def message_row(agent: str, seq: int, message: AnyMessage) -> MessageRow:
         agent=agent,
         seq=seq,
         type=message.type,
-        content=redact(message.text),
+        content=redact(str(message.text)),  # NOTE: a str, not langchain's TextAccessor (sqlite-utils maps types)
         tool_calls=json.dumps(calls, ensure_ascii=False),
         tool_call_id=getattr(message, "tool_call_id", None),
         status=getattr(message, "status", None) if isinstance(message, ToolMessage) else None,
@@ -181,6 +182,7 @@ def _write_json(records: ExportRecords, out: Path) -> None:
 
 def _write_sqlite(records: ExportRecords, out: Path) -> None:
     out.unlink(missing_ok=True)
+    private_database(out)
     db = sqlite_utils.Database(out)
     db.table("agents").insert_all(records["agents"], pk="name", alter=True)
     db.table("messages").insert_all([dict(row) for row in records["messages"]], pk=("agent", "seq"), alter=True)
@@ -213,12 +215,17 @@ def export_thread(team: Any, config: RunnableConfig, *, format: Format, out: Pat
         The file written.
 
     Raises:
-        ValueError: For an unknown format.
+        ValueError: For an unknown format, or a thread id that cannot name the default file.
     """
     if format not in WRITERS:
         raise ValueError(f"Unknown export format {format!r}: use one of {', '.join(FORMATS)}.")
     thread = str(config["configurable"]["thread_id"])
-    path = Path(out) if out is not None else Path(team.home) / "exports" / f"{thread}{SUFFIXES[format]}"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    WRITERS[format](export_records(team, config), path)
+    if out is None:
+        # NOTE: checked before anything is read or written: the id names the file
+        path = Path(team.home) / "exports" / f"{thread_file_name(thread)}{SUFFIXES[format]}"
+    else:
+        path = Path(out)
+    records = export_records(team, config)
+    private_file(path)  # NOTE: an export holds every message: owner-only, whatever the umask
+    WRITERS[format](records, path)
     return path

@@ -47,6 +47,7 @@ from teamgraph.audit.events import Cursor, derive_events, new_cursor
 from teamgraph.audit.lines import SYSTEM
 from teamgraph.audit.project import PROJECT_NAME_KEY, log_folder, project_name
 from teamgraph.audit.records import TIME_FORMAT, LogEvent, format_line
+from teamgraph.checkpoints.files import private_dir
 from teamgraph.checkpoints.saver import set_wal
 from teamgraph.runs import run_key
 
@@ -116,7 +117,7 @@ def _open_index(folder: Path) -> _Index:
             return _OPEN[key]
         if (stale := _OPEN.pop(key, None)) is not None:  # NOTE: its folder was removed and made again
             retired.append(stale)
-        folder.mkdir(parents=True, exist_ok=True)
+        private_dir(folder)  # NOTE: the log holds what the agents said: owner-only, whatever the umask
         index = _OPEN[key] = _Index(folder)
         while len(_OPEN) > OPEN_INDEXES:
             retired.append(_OPEN.popitem(last=False)[1])

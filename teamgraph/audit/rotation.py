@@ -15,6 +15,8 @@ import tarfile
 from datetime import date
 from pathlib import Path
 
+from teamgraph.checkpoints.files import private_dir
+
 KEEP_DAYS = 30
 KEEP_MONTHS = 6
 ARCHIVE_DIR = "archive"
@@ -50,7 +52,7 @@ def archive_path(folder: Path, project: str, year: int, month: int) -> Path:
 def pack_month(folder: Path, project: str, year: int, month: int, files: list[Path]) -> Path:
     """Pack one month's day files into its archive (written whole, then renamed)."""
     target = archive_path(folder, project, year, month)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(target.parent)
     partial = target.with_name(target.name + ".part")
     with tarfile.open(partial, "w:gz") as archive:
         for path in sorted(files):

@@ -30,6 +30,7 @@ from pathlib import Path
 import aiosqlite
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
+from teamgraph.checkpoints.files import private_database
 from teamgraph.checkpoints.saver import BUSY_TIMEOUT_MS, WAL_RETRY_SECONDS, wal_busy
 from teamgraph.checkpoints.serde import TeamSerializer
 
@@ -67,7 +68,7 @@ async def open_async_sqlite_saver(path: str | Path) -> AsyncIterator[AsyncSqlite
         The saver, its tables set up; pass it as ``Team(checkpointer=saver)``.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_database(path)
     conn = await _connect(path)
     try:
         saver = AsyncSqliteSaver(conn, serde=TeamSerializer())

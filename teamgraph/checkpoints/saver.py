@@ -16,6 +16,7 @@ from langgraph.checkpoint.base import DeltaChannelHistory, get_checkpoint_id
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from teamgraph.checkpoints.collector import with_collector_paused
+from teamgraph.checkpoints.files import private_database
 from teamgraph.checkpoints.serde import FoldedWrite, TeamSerializer
 from teamgraph.compat import SQLITE_DELTA
 
@@ -27,7 +28,7 @@ WAL_RETRY_SECONDS = 0.005
 def connect(path: str | Path) -> sqlite3.Connection:
     """Open the SQLite file in WAL mode with a busy timeout (several processes may open it)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_database(path)  # NOTE: every message is in it: owner-only, whatever the umask
     conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False)
     set_wal(conn)
     conn.execute("PRAGMA synchronous=NORMAL")

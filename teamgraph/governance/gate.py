@@ -80,7 +80,7 @@ class Gate:
         refused = refusal(matrix, role, me, tool.name)
         if refused:
             return Ruling(refusal=refused)
-        operation = sensitive_operation(self.runtime, tool.name, args)
+        operation = sensitive_operation(self.runtime, tool.name, args, role)
         if operation is None or (role.level == "L1" and matrix.sensitive[operation].master_alone):
             return ALLOW
         schema = tool.tool_call_schema
@@ -95,13 +95,16 @@ class Gate:
             call=GovernedCall(tool=tool.name, args=clean, context=call_context(self.runtime, view, config)),
         )
         shown = ", ".join(f"{k}={v!r}" for k, v in clean.items())
+        target = self.runtime.roles.get(str(clean.get("role_id")))
+        # NOTE: the leader is the default approver: a change to its own role is a person's call.
+        to_user = {"to_user": True} if target is not None and target.is_leader else {}
         return Ruling(
             approval=effects.open_request(
                 request_kind=APPROVAL,
                 body=f"{operation}: {tool.name}({shown})",
                 call_id=call_id,
                 tool=tool.name,
-                details=dict(details),
+                details={**details, **to_user},
             )
         )
 

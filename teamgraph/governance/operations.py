@@ -13,8 +13,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 
-from teamgraph.governance import admin, commands, skills
+from teamgraph.governance import admin, commands, sandbox, skills
+from teamgraph.governance.agents import above
 from teamgraph.governance.matrix import DEFAULT_MATRIX, PermissionMatrix, apply_override, dump_matrix
+from teamgraph.roles.model import Role
 from teamgraph.runtime import TeamRuntime
 
 
@@ -26,12 +28,14 @@ class CallContext(TypedDict):
         role: Its role id.
         project_dir: The thread's project folder.
         roles_in_use: Role ids of the thread's agents that have not ended (read when the act runs).
+        approved: The act runs because a person or the leader approved it (a command runs outside the sandbox).
     """
 
     caller: str
     role: str
     project_dir: str
     roles_in_use: NotRequired[list[str]]
+    approved: NotRequired[bool]
 
 
 ENDED_STATUSES = frozenset({"terminated", "shutdown", "failed"})
@@ -58,32 +62,35 @@ class Operation(TypedDict):
 
 
 Executor = Callable[[TeamRuntime, dict[str, Any], CallContext], str]
-Condition = Callable[[TeamRuntime, str, Mapping[str, Any]], bool]
+Condition = Callable[[TeamRuntime, str, Mapping[str, Any], Role], bool]
+"""``(runtime, tool, arguments, the caller's role) -> whether the call is the operation``."""
 
 
-def _high_risk_skill(runtime: TeamRuntime, tool: str, args: Mapping[str, Any]) -> bool:
+def _high_risk_skill(runtime: TeamRuntime, tool: str, args: Mapping[str, Any], caller: Role) -> bool:
     return args.get("risk") == "high"
 
 
-def _core_config(runtime: TeamRuntime, tool: str, args: Mapping[str, Any]) -> bool:
+def _core_config(runtime: TeamRuntime, tool: str, args: Mapping[str, Any], caller: Role) -> bool:
+    """Tools or level of any role; any field of the leader's role or of a role above the caller's."""
     if tool == "set_agent_config":
-        return args.get("field") in admin.CORE_FIELDS
+        target = runtime.roles.get(str(args.get("role_id")))
+        return args.get("field") in admin.CORE_FIELDS or (target is not None and above(target, caller))
     if tool == "create_custom_agent":
         return args.get("level") not in (None, "L4")
     return True
 
 
-def _command_not_allowed(runtime: TeamRuntime, tool: str, args: Mapping[str, Any]) -> bool:
+def _command_not_allowed(runtime: TeamRuntime, tool: str, args: Mapping[str, Any], caller: Role) -> bool:
     command = str(args.get("command", ""))
     try:
-        commands.split(command)
+        sandboxed = sandbox.available(runtime.policy.sandbox)
+        return commands.approval_reason(runtime.policy.commands, command, sandboxed=sandboxed) is not None
     except commands.CommandError:
         return False  # NOTE: nothing would run; the tool answers with the error, no approval needed
-    return not commands.is_allowed(runtime.policy.commands, command)
 
 
 CONDITIONS: dict[str, Condition] = {
-    "always": lambda runtime, tool, args: True,
+    "always": lambda runtime, tool, args, caller: True,
     "high_risk_skill": _high_risk_skill,
     "core_config": _core_config,
     "command_not_allowed": _command_not_allowed,
@@ -132,7 +139,14 @@ def _delete_skill(runtime: TeamRuntime, args: dict[str, Any], ctx: CallContext) 
 
 def _run_command(runtime: TeamRuntime, args: dict[str, Any], ctx: CallContext) -> str:
     timeout = float(args.get("timeout") or commands.DEFAULT_TIMEOUT)
-    return commands.run_command(args["command"], cwd=Path(ctx["project_dir"]), timeout=timeout)
+    return commands.run_command(
+        args["command"],
+        cwd=Path(ctx["project_dir"]),
+        timeout=timeout,
+        # NOTE: an approved command runs as it was approved: it may write outside the project folder
+        sandboxed=sandbox.available(runtime.policy.sandbox) and not ctx.get("approved"),
+        hide=[runtime.home],
+    )
 
 
 def _set_permissions(runtime: TeamRuntime, args: dict[str, Any], ctx: CallContext) -> str:
@@ -169,10 +183,10 @@ EXECUTORS: dict[str, Executor] = {
 ACT_ERRORS = (skills.SkillError, commands.CommandError, admin.AgentConfigError, ValueError, KeyError, OSError)
 
 
-def sensitive_operation(runtime: TeamRuntime, tool: str, args: Mapping[str, Any]) -> str | None:
-    """The name of the sensitive operation a call of ``tool`` with ``args`` is, or None."""
+def sensitive_operation(runtime: TeamRuntime, tool: str, args: Mapping[str, Any], caller: Role) -> str | None:
+    """The name of the sensitive operation a call of ``tool`` with ``args`` by an agent of ``caller`` is, or None."""
     for name, rule in runtime.matrix.sensitive.items():
-        if tool in rule.tools and CONDITIONS[rule.when](runtime, tool, args):
+        if tool in rule.tools and CONDITIONS[rule.when](runtime, tool, args, caller):
             return name
     return None
 
@@ -209,7 +223,7 @@ def execute_approved(
     call: GovernedCall = details["call"]
     if not approved:
         return f"{verdict} The operation {details['operation']} ({call['tool']}) was not performed."
-    context = call["context"]
+    context = CallContext(**{**call["context"], "approved": True})
     if agents is not None:  # NOTE: what is in use when the act runs, not when it was asked for
         context = CallContext(**{**context, "roles_in_use": roles_in_use(agents)})
     result = perform(runtime, call["tool"], dict(call["args"]), context)

@@ -51,10 +51,25 @@ def close_request(ledger: Ledger, record: Request, content: str, *, status: str)
             post(ledger, asker, envelopes.reply(route, record["id"], content, late=True), sender=route)
         return
     if "group" in wait:
-        group = [r for rid in wait["group"] if (r := ledger.request(rid)) is not None]
-        if any(tracker.is_pending(r) for r in group):
-            return
-        content = results.grouped([(r.get("route", r["to"]), r["id"], r["status"], str(r["answer"])) for r in group])
+        answer_group(ledger, asker, call_id)
+        return
+    answer_wait(ledger, asker, call_id, content)
+
+
+def answer_group(ledger: Ledger, asker: str, call_id: str) -> None:
+    """Answer a ``call_agents`` call with every reply, once all its requests were opened and closed.
+
+    NOTE: a request of the group can close while it is opened (its receiver ended while
+    the call was in flight); the call must still wait for the requests opened after it,
+    or a later one would open a second wait for the same call (two results).
+    """
+    wait = ledger.agents[asker]["waits"].get(call_id)
+    if wait is None or len(wait.get("group", [])) < wait.get("size", 0):
+        return
+    group = [r for rid in wait.get("group", []) if (r := ledger.request(rid)) is not None]
+    if any(tracker.is_pending(r) for r in group):
+        return
+    content = results.grouped([(r.get("route", r["to"]), r["id"], r["status"], str(r["answer"])) for r in group])
     answer_wait(ledger, asker, call_id, content)
 
 
@@ -70,7 +85,7 @@ def _deadline(ledger: Ledger, timeout: float | None) -> str | None:
 def _route(ledger: Ledger, effect: OpenEffect) -> tuple[str, str, str | None]:
     """Who receives a new request, who decides it now, and how (receiver, route, decider)."""
     kind, asker, to = effect["request_kind"], effect["agent"], effect["to"] or ""
-    if kind == ASK and effect["details"].get("to_user"):
+    if kind in (ASK, APPROVAL) and effect["details"].get("to_user"):
         return USER, HUMAN, "human"
     if kind in (ASK, MEMBER_PLAN, APPROVAL, PLAN):
         decider = ledger.policy.decider(kind)
@@ -115,6 +130,8 @@ def on_open(ledger: Ledger, effect: OpenEffect) -> None:
     if call_id:
         _wait_for(ledger, effect, call_id, rid, route)
     _dispatch(ledger, record, kind=kind, decider=decider)
+    if call_id and effect.get("group"):
+        answer_group(ledger, asker, call_id)  # NOTE: the last of a group whose others all closed already
     current = ledger.request(rid)
     if kind == MEMBER_PLAN and call_id and current is not None and tracker.is_pending(current):
         # NOTE: the member gets its plan's id at once (docs/protocols.md, "Plans");
@@ -134,6 +151,8 @@ def _wait_for(ledger: Ledger, effect: OpenEffect, call_id: str, rid: str, route:
     if effect.get("group"):
         wait["group"] = [rid]
         wait["targets"] = [route]
+        # NOTE: a checkpoint from before sizes were recorded says True (1): the old rule.
+        wait["size"] = int(effect["group"])
 
 
 def _dispatch(ledger: Ledger, record: Request, *, kind: str, decider: str | None) -> None:

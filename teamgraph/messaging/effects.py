@@ -74,7 +74,7 @@ def open_request(
     reply_via: ReplyVia = "tool",
     details: dict[str, Any] | None = None,
     timeout: float | None = None,
-    group: bool = False,
+    group: int = 0,
 ) -> OpenEffect:
     """Open a request; if ``call_id`` is given, that tool call waits for the outcome.
 
@@ -90,8 +90,9 @@ def open_request(
         details: Kind-specific fields a decider sees (plan steps, operation...).
         timeout: Seconds the asker's call waits; then it gets a time-out result
             and the answer, when it comes, arrives as a message.
-        group: Several requests answer one call (``call_agents``): the call gets
-            every answer together once the last one is in.
+        group: Several requests answer one call (``call_agents``): how many (0: one
+            request, no group). The call gets every answer together once all of them
+            were opened and the last one is closed.
     """
     return {
         "kind": OPEN,

@@ -141,7 +141,7 @@ def call_agents(
     opened = [
         effects.open_request(
             request_kind=QUESTION, to=receiver, call_id=context.tool_call_id, tool="call_agents",
-            reply_via="output", details={"style": "call"}, group=True,
+            reply_via="output", details={"style": "call"}, group=len(receivers),
             body=addressed_message(context, receiver, content, project_name, task_name, files),
         )
         for receiver in receivers

@@ -23,8 +23,9 @@ from langgraph.types import Command
 from pydantic import GetCoreSchemaHandler
 from pydantic_core import CoreSchema, core_schema
 
+from teamgraph.governance.agents import change_refusal, creation_refusal
 from teamgraph.messaging import effects
-from teamgraph.protocols.requests import QUESTION, is_pending
+from teamgraph.protocols.requests import APPROVED, QUESTION, is_pending
 from teamgraph.records import ACTIVE, LEADER, AgentRecord, Effect, Request, TeamBook
 from teamgraph.tools import errors
 from teamgraph.tools.errors import ErrorCode, ToolError
@@ -155,6 +156,40 @@ def active_members(context: ToolContext) -> list[str]:
 def terminated_this_step(context: ToolContext, name: str) -> bool:
     """Whether an earlier call of this step terminated ``name``."""
     return any(e["kind"] == "terminate" and e["target"] == name for e in context.effects)
+
+
+def caller_role(context: ToolContext) -> Role | None:
+    """The calling agent's role (None for an agent the registry does not know yet)."""
+    record = context.agents.get(context.caller)
+    return context.runtime.roles.get(record["role"]) if record else None
+
+
+def require_approved_plan(context: ToolContext) -> None:
+    """With ``Policy.require_plan``, refuse delegation until a plan is approved."""
+    if context.runtime.policy.require_plan and context.team.get("plan", {}).get("status") != APPROVED:
+        raise fail(
+            "No approved plan yet: this team requires one before you create members or "
+            "delegate. Call propose_plan(summary, steps, complexity) and wait for approval.",
+            code=errors.PLAN_REQUIRED,
+        )
+
+
+def require_creatable(context: ToolContext, role: Role) -> None:
+    """Refuse to create a member of ``role`` before an approved plan (when required) or above the
+    caller's level: every path that creates one asks."""
+    require_approved_plan(context)
+    caller = caller_role(context)
+    refused = creation_refusal(caller, context.caller, role) if caller else None
+    if refused:
+        raise fail(refused, code=errors.FORBIDDEN)
+
+
+def require_changeable(context: ToolContext, role: Role, *, what: str) -> None:
+    """Refuse to change ``what`` of ``role`` (the leader's, or above the caller's level) directly."""
+    caller = caller_role(context)
+    refused = change_refusal(caller, context.caller, role, what=what) if caller else None
+    if refused:
+        raise fail(refused, code=errors.FORBIDDEN)
 
 
 def require_member(context: ToolContext, display_name: str) -> AgentRecord:

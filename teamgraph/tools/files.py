@@ -10,14 +10,17 @@ from pathlib import Path
 
 from langchain_core.tools import BaseTool, tool
 
-from teamgraph.tools import errors
+from teamgraph.tools import errors, inside
 from teamgraph.tools.context import ToolContext, fail
+from teamgraph.tools.errors import ToolError
 
 MAX_READ_CHARS = 50_000
 
 
 def resolve_inside(root: Path, path: str) -> Path:
-    """``path`` resolved under ``root``; anything that escapes it is refused.
+    """``path`` under ``root``, refused if it leads outside: for naming files in messages.
+
+    The file tools themselves open paths with ``inside`` (one race-free walk), never with this.
 
     Args:
         root: The folder the tools may touch.
@@ -25,19 +28,35 @@ def resolve_inside(root: Path, path: str) -> Path:
             (docs/protocols.md, "Files").
 
     Returns:
-        The absolute, resolved path.
+        The absolute path.
     """
-    # NOTE: resolve() follows symlinks, so a link that points outside is refused too;
-    # an absolute path simply replaces root in the join.
     top = root.resolve()
-    target = (root / Path(path)).resolve()
-    if target != top and top not in target.parents:
-        raise fail(
-            f"'{path}' is outside the project folder. Use a path relative to it, e.g. 'notes/plan.md', "
-            f"or an absolute path inside {top}.",
-            code=errors.FORBIDDEN,
-        )
+    try:
+        target = top.joinpath(*inside.parts_inside(root, path))
+    except inside.OutsideError as exc:
+        raise refusal(exc, root) from None
+    if target.resolve() != top and top not in target.resolve().parents:
+        # NOTE: a link that leads out is refused here too, though this path is only named
+        raise refusal(inside.OutsideError(f"'{path}' leads outside the project folder.", kind="outside"), root)
     return target
+
+
+CODES: dict[str, errors.ErrorCode] = {
+    "outside": errors.FORBIDDEN,
+    "protected": errors.FORBIDDEN,
+    "missing": errors.UNKNOWN_PATH,
+    "not_a_file": errors.BAD_ARGUMENT,
+    "not_a_folder": errors.BAD_ARGUMENT,
+}
+
+
+def refusal(exc: inside.OutsideError, root: Path) -> ToolError:
+    """The tool error for a path ``inside`` refused."""
+    hint = {
+        "outside": f" Use a path relative to it, e.g. 'notes/plan.md', or an absolute path inside {root.resolve()}.",
+        "missing": " Use list_files to see what exists.",
+    }.get(exc.kind, "")
+    return fail(f"{exc}{hint}", code=CODES[exc.kind])
 
 
 def read_range(text: str, path: str, *, offset: int, limit: int) -> str:
@@ -78,12 +97,11 @@ def read_file(path: str, context: ToolContext, offset: int = 0, limit: int = MAX
         offset: The first character to read (0: the start); to read on after a cut.
         limit: How many characters to read at most.
     """
-    target = resolve_inside(project_root(context), path)
-    if not target.is_file():
-        raise fail(
-            f"No file '{path}' in the project folder. Use list_files to see what exists.", code=errors.UNKNOWN_PATH
-        )
-    return read_range(target.read_text(encoding="utf-8", errors="replace"), path, offset=offset, limit=limit)
+    try:
+        text = inside.read_text(project_root(context), path)
+    except inside.OutsideError as exc:
+        raise refusal(exc, project_root(context)) from None
+    return read_range(text, path, offset=offset, limit=limit)
 
 
 @tool(parse_docstring=True)
@@ -95,12 +113,11 @@ def write_file(path: str, content: str, context: ToolContext) -> str:
         content: The whole new content.
     """
     root = project_root(context)
-    target = resolve_inside(root, path)
-    if target.is_dir():
-        raise fail(f"'{path}' is a folder. Give a file path.", code=errors.BAD_ARGUMENT)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(content, encoding="utf-8")
-    return f"Wrote {len(content)} characters to {target.relative_to(root.resolve())}."
+    try:
+        written = inside.write_text(root, path, content)
+    except inside.OutsideError as exc:
+        raise refusal(exc, root) from None
+    return f"Wrote {len(content)} characters to {written}."
 
 
 @tool(parse_docstring=True)
@@ -111,15 +128,14 @@ def list_files(context: ToolContext, path: str = ".") -> str:
         path: Folder relative to the project folder; "." is the project folder itself.
     """
     root = project_root(context)
-    base = resolve_inside(root, path)
-    if not base.is_dir():
-        raise fail(f"No folder '{path}' in the project folder.", code=errors.UNKNOWN_PATH)
-    top = root.resolve()
-    entries = sorted(str(p.relative_to(top)) + ("/" if p.is_dir() else "") for p in base.rglob("*"))
+    try:
+        entries, count = inside.list_names(root, path, limit=200)
+    except inside.OutsideError as exc:
+        raise refusal(exc, root) from None
     if not entries:
         return "(empty)"
-    more = f"\n[... {len(entries) - 200} more]" if len(entries) > 200 else ""
-    return "\n".join(entries[:200]) + more
+    more = f"\n[... {count - 200} more]" if count > 200 else ""
+    return "\n".join(entries) + more
 
 
 FILE_TOOLS: list[BaseTool] = [read_file, write_file, list_files]

@@ -9,7 +9,7 @@ from langchain_core.tools import BaseTool, tool
 from langgraph.types import Command
 
 from teamgraph.messaging import effects
-from teamgraph.protocols.requests import APPROVED, ASK, is_pending
+from teamgraph.protocols.requests import ASK, is_pending
 from teamgraph.records import IDLE, LEADER, LEADER_ROLE_ID, STOPPED
 from teamgraph.roles.model import Level, ToolSetName
 from teamgraph.tools import errors
@@ -22,19 +22,11 @@ from teamgraph.tools.context import (
     fail,
     instance_name,
     reply,
+    require_approved_plan,
+    require_creatable,
     require_member,
 )
 from teamgraph.tools.skills import governed
-
-
-def require_approved_plan(context: ToolContext) -> None:
-    """With ``Policy.require_plan``, refuse delegation until a plan is approved."""
-    if context.runtime.policy.require_plan and context.team.get("plan", {}).get("status") != APPROVED:
-        raise fail(
-            "No approved plan yet: this team requires one before you create members or "
-            "delegate. Call propose_plan(summary, steps, complexity) and wait for approval.",
-            code=errors.PLAN_REQUIRED,
-        )
 
 
 @tool(parse_docstring=True)
@@ -54,6 +46,7 @@ def create_sub_agent(role_id: str, context: ToolContext, task: str | None = None
     if role is None or role.is_leader:
         ids = ", ".join(r for r in roles if r != LEADER_ROLE_ID)
         raise fail(f"Unknown role '{role_id}'. Available roles: {ids}.", code=errors.UNKNOWN_ROLE)
+    require_creatable(context, role)
     name = instance_name(context, role)
     note = "It is working on the task." if task else "It is idle until you message it."
     return reply(

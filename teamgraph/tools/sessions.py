@@ -27,6 +27,7 @@ from teamgraph.tools.context import (
     fail,
     instance_name,
     reply,
+    require_creatable,
     terminated_this_step,
 )
 
@@ -146,6 +147,7 @@ def spawn_target(context: ToolContext, agent_id: str | None) -> tuple[str, list[
             f"Unknown agentId '{agent_id}'. Use a role id ({ids}) or a live session key (sessions_list).",
             code=errors.UNKNOWN_ROLE,
         )
+    require_creatable(context, role)
     child = instance_name(context, role)
     return child, [effects.spawn(role_id=role.id, name=child, task=None)]
 

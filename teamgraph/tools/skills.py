@@ -18,7 +18,7 @@ from teamgraph.governance.gate import call_context
 from teamgraph.governance.operations import perform
 from teamgraph.messaging import effects
 from teamgraph.tools import errors
-from teamgraph.tools.context import ToolContext, fail, reply
+from teamgraph.tools.context import ToolContext, fail, reply, require_changeable
 
 
 def governed(context: ToolContext, tool_name: str, args: dict[str, Any]) -> str:
@@ -126,6 +126,10 @@ def endow_skills(agent_or_role: str, skill_names: list[str], context: ToolContex
         skill_names: The skills' names.
     """
     found = endowment(context, agent_or_role, skill_names)
+    record = context.agents.get(agent_or_role)
+    role = context.runtime.roles.get(record["role"] if record else agent_or_role)
+    if role is not None:
+        require_changeable(context, role, what="the skills")
     given = [{"name": s["name"], "description": s["description"]} for s in found]
     return reply(
         f"{agent_or_role} now has: {', '.join(s['name'] for s in given)}.",

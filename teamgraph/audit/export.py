@@ -18,9 +18,9 @@ from langchain_core.runnables import RunnableConfig
 
 from teamgraph.audit.events import derive_events, new_cursor
 from teamgraph.audit.records import TIME_FORMAT
-from teamgraph.audit.redact import redact, redact_value
 from teamgraph.audit.thread_log import read_log
 from teamgraph.audit.tokens import TokenUsage, team_tokens, with_tokens
+from teamgraph.redaction import redact, redact_value
 
 Format = Literal["md", "json", "sqlite"]
 FORMATS: tuple[Format, ...] = ("md", "json", "sqlite")

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, cast
 
-from teamgraph.audit.redact import redact
+from teamgraph.redaction import redact
 
 Kind = Literal["call", "task", "file", "tool"]
 Result = Literal["success", "failed", "partial"]

@@ -16,7 +16,7 @@ import typer
 from rich.text import Text
 
 from teamgraph import __version__
-from teamgraph.checkpoints.store import DB_ENV
+from teamgraph.checkpoints.store import DB_ENV, check_db
 from teamgraph.cli.answers import parse_answers
 from teamgraph.cli.errors import EXIT_NO_MODEL, CLIError, friendly, settings
 from teamgraph.cli.history import print_history
@@ -134,6 +134,11 @@ def _root(
     [bold]teamgraph run "your task"[/bold] with TEAMGRAPH_MODEL=openai:<model> and OPENAI_API_KEY set.
     """
     settings["debug"] = debug or bool(os.environ.get("TEAMGRAPH_DEBUG"))
+    if db is not None:
+        try:
+            check_db(db, source="--db")
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--db") from None
     settings["db"] = db
 
 

@@ -124,8 +124,9 @@ def export_records(team: Any, config: RunnableConfig) -> ExportRecords:
         messages=[message_row(name, seq, m) for name, history in histories.items() for seq, m in enumerate(history)],
         requests=[_flat(r) for r in values.get("requests", {}).values()],
         deliveries=[_flat(d) for d in values.get("deliveries", {}).values()],
-        log=[dict(e.__dict__) for e in logged],
-        files=files,
+        # NOTE: masked again: the events derived from the state (log off) never went through a log line.
+        log=[redact_value(dict(e.__dict__)) for e in logged],
+        files=[redact(path) for path in files],
     )
 
 

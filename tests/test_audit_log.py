@@ -95,7 +95,7 @@ def test_redact_value_masks_values_of_secret_named_keys():
 
 
 def test_log_files_are_private(login_run):
-    folder = login_run.home / "project" / "login" / "logs"
+    folder = login_run.home / "logs" / "login"
     for path in [*log_files(login_run.home), folder / ".collaboration.sqlite"]:
         assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
 
@@ -104,7 +104,7 @@ def test_policy_log_off_writes_no_log(tmp_path):
     team = login_team(tmp_path / "home", policy=Policy(log=False))
     team.compile().invoke({"messages": [("user", "Build a login page")]}, CONFIG)
     assert flush_log(team, CONFIG) == []
-    assert not (tmp_path / "home" / "project" / "login" / "logs").exists()
+    assert not (tmp_path / "home" / "logs" / "login").exists()
 
 
 def test_a_second_flush_writes_nothing(login_run):
@@ -125,7 +125,7 @@ def test_days_roll_over_old_files_are_archived_by_month_and_removed(tmp_path):
     script = {"Team Leader": ["Noted."] * 10}
     team = login_team(tmp_path / "home", clock=clock, script=script)
     graph = team.compile()
-    folder = tmp_path / "home" / "project" / "login" / "logs"
+    folder = tmp_path / "home" / "logs" / "login"
 
     def say(text: str) -> None:
         graph.invoke({"messages": [("user", text)]}, CONFIG)

@@ -21,6 +21,7 @@ from teamgraph.cli.answers import parse_answers
 from teamgraph.cli.errors import EXIT_NO_MODEL, CLIError, friendly, settings
 from teamgraph.cli.history import print_history
 from teamgraph.cli.live import Session
+from teamgraph.cli.logs import log_app
 from teamgraph.cli.output import Column, console, display_path, fit_table
 from teamgraph.cli.reports import export_command, stats_command
 from teamgraph.cli.teams import (
@@ -304,6 +305,7 @@ def history(
 
 app.command("stats")(friendly(stats_command))
 app.command("export")(friendly(export_command))
+app.add_typer(log_app, name="log")
 
 
 # --------------------------------------------------------------------------- roles

@@ -89,7 +89,9 @@ def test_failure_11_an_unknown_url_scheme_in_the_db_option_is_refused(url, tmp_p
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("db", ["sqlite:///{tmp}/a.sqlite", "{tmp}/b.sqlite", "POSTGRESQL://u@127.0.0.1:9/x"])
+@pytest.mark.parametrize(
+    "db", ["sqlite:///{tmp}/a.sqlite", "{tmp}/b.sqlite", "POSTGRESQL://u@127.0.0.1:9/x", "C:/teams/t.sqlite"]
+)
 def test_failure_11_supported_database_names_still_pass_the_check(db, tmp_path):
     from teamgraph.checkpoints.store import check_db
 

@@ -52,7 +52,8 @@ _SQLITE_PREFIX = "sqlite:///"
 SUPPORTED_DATABASES = (
     "postgresql://user:password@host:5432/db (or postgres://...), sqlite:///path/to/file.sqlite, or a SQLite file path"
 )
-_URL_SCHEME = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*):/")
+_URL_SCHEME = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]+):/")
+"""A URL's scheme: two characters at least, so that a drive letter (``C:/teams.sqlite``) stays a path."""
 POOL_SIZE = 4
 """Connections a Team keeps to PostgreSQL (the saver serializes its calls; the rest is headroom)."""
 _LATEST_THREADS_SQL = (
@@ -159,7 +160,13 @@ def _open_postgres(url: str) -> BaseCheckpointSaver:
     # NOTE: check_connection before each hand-out: after a server restart the pooled
     # connections are closed, and the pool replaces them instead of failing the call.
     pool: ConnectionPool = ConnectionPool(
-        url, min_size=1, max_size=POOL_SIZE, kwargs=settings, check=ConnectionPool.check_connection, open=False
+        url,
+        min_size=1,
+        max_size=POOL_SIZE,
+        kwargs=settings,
+        check=ConnectionPool.check_connection,
+        num_workers=1,  # NOTE: its maintenance threads (they end when the pool is closed or collected)
+        open=False,
     )
     pool.open(wait=True)
     saver = PostgresSaver(pool, serde=TeamSerializer())  # type: ignore[arg-type]

@@ -19,6 +19,8 @@ from teamgraph.graph.build import build_team_graph
 from teamgraph.nodes.model_view import context_budget, model_view, without_markers
 from teamgraph.policy import Policy
 from teamgraph.runtime import Clock, ModelSpec, SystemClock, TeamRuntime, TokenCounter
+from teamgraph.team_checks import check_arguments, check_home_writable, check_roles_dir, check_tools
+from teamgraph.tools import builtin_tool_names
 
 DEFAULT_HOME = ".teamgraph"
 HistoryView = Literal["full", "model"]
@@ -79,8 +81,27 @@ class Team:
                 a whole ``PermissionMatrix``.
             project: The project folder's name for every thread (``<home>/project/<project>/``);
                 default: each thread's id (the config's ``project_name`` wins).
+
+        Raises:
+            TypeError: An argument is of the wrong type (the message names it and the types it takes).
+            ValueError: A database URL of an unknown scheme, a tool named like a built-in one,
+                ``tools=`` naming an unknown role.
+            RoleFileError: ``roles_dir`` does not exist, or a role file in it is invalid.
         """
-        extra = dict(tools) if isinstance(tools, Mapping) else {"*": list(tools)}
+        check_arguments(
+            model=model,
+            roles_dir=roles_dir,
+            policy=policy,
+            home=home,
+            checkpointer=checkpointer,
+            clock=clock,
+            token_counter=token_counter,
+            prices=prices,
+            permissions=permissions,
+            project=project,
+        )
+        check_roles_dir(roles_dir)
+        extra = check_tools(tools, builtin_tool_names)
         self.runtime = TeamRuntime(
             home=Path(home),
             policy=policy or Policy(),
@@ -118,7 +139,12 @@ class Team:
         return self.runtime.roles
 
     def compile(self) -> CompiledStateGraph:
-        """Compile the team graph (roles known now become nodes)."""
+        """Compile the team graph (roles known now become nodes).
+
+        Raises:
+            PermissionError: The home folder cannot be written (checked now, before any run).
+        """
+        check_home_writable(self.home)
         if self._checkpointer is None or isinstance(self._checkpointer, (str, Path)):
             db = None if self._checkpointer is None else self._checkpointer
             self._checkpointer = open_checkpointer(db, home=self.home)

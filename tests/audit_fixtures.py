@@ -40,7 +40,7 @@ def login_team(home: Path, *, clock=None, policy: Policy | None = None, script: 
 
 def log_files(home: Path, project: str = "login") -> list[Path]:
     """The project's day files, oldest first."""
-    return sorted((home / "project" / project / "logs").glob("*_collaboration.log"))
+    return sorted((home / "logs" / project).glob("*_collaboration.log"))
 
 
 def log_lines(home: Path, project: str = "login") -> list[str]:

@@ -23,7 +23,7 @@ import socket
 import subprocess
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -132,3 +132,32 @@ def postgres_url(postgres_server: str) -> Iterator[str]:
     yield urlunsplit(parts._replace(path=f"/{name}"))
     with psycopg.connect(postgres_server, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def restartable_postgres() -> Iterator[tuple[str, Callable[[], None]]]:
+    """A throwaway cluster of this test's own and the function that restarts it (kills its connections).
+
+    NOTE: never ``$TEAMGRAPH_TEST_PG``: a test must not restart a server others use.
+    """
+    pytest.importorskip("psycopg", reason="PostgreSQL tests need the postgres extra (psycopg)")
+    folder = Path(tempfile.mkdtemp(prefix="teamgraph-pg-restart-"))
+    try:
+        url, stop = _start_cluster(folder)
+    except (RuntimeError, OSError, subprocess.SubprocessError) as e:
+        shutil.rmtree(folder, ignore_errors=True)
+        pytest.skip(f"cannot start a PostgreSQL of its own to restart: {e}")
+    pg_ctl = str(_pg_bin("pg_ctl"))
+    # NOTE: "immediate": the server drops its connections like a crash; restart reuses the start options.
+    restart = _as_postgres_user(
+        [pg_ctl, "-D", str(folder / "data"), "-l", str(folder / "server.log"), "-m", "immediate", "-w", "restart"]
+    )
+
+    def restart_server() -> None:
+        subprocess.run(restart, check=True, capture_output=True, timeout=START_TIMEOUT_S + 10)
+
+    try:
+        yield url, restart_server
+    finally:
+        subprocess.run(stop, capture_output=True, timeout=60, check=False)
+        shutil.rmtree(folder, ignore_errors=True)

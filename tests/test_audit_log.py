@@ -95,7 +95,7 @@ def test_redact_value_masks_values_of_secret_named_keys():
 
 
 def test_log_files_are_private(login_run):
-    folder = login_run.home / "project" / "login" / "logs"
+    folder = login_run.home / "logs" / "login"
     for path in [*log_files(login_run.home), folder / ".collaboration.sqlite"]:
         assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
 
@@ -104,7 +104,7 @@ def test_policy_log_off_writes_no_log(tmp_path):
     team = login_team(tmp_path / "home", policy=Policy(log=False))
     team.compile().invoke({"messages": [("user", "Build a login page")]}, CONFIG)
     assert flush_log(team, CONFIG) == []
-    assert not (tmp_path / "home" / "project" / "login" / "logs").exists()
+    assert not (tmp_path / "home" / "logs" / "login").exists()
 
 
 def test_a_second_flush_writes_nothing(login_run):
@@ -125,7 +125,7 @@ def test_days_roll_over_old_files_are_archived_by_month_and_removed(tmp_path):
     script = {"Team Leader": ["Noted."] * 10}
     team = login_team(tmp_path / "home", clock=clock, script=script)
     graph = team.compile()
-    folder = tmp_path / "home" / "project" / "login" / "logs"
+    folder = tmp_path / "home" / "logs" / "login"
 
     def say(text: str) -> None:
         graph.invoke({"messages": [("user", text)]}, CONFIG)
@@ -261,7 +261,7 @@ def test_a_pause_for_a_person_is_in_the_log_before_the_run_stops(tmp_path):
 
 _SECRET_PIECES = [
     "password", "PassWd", "paſſword", "pwd", "secret", "token", "api_key", "Access-Key", "credential", "Bearer",
-    "bearer", "sk-", "AKIA", "ASIA", "ghp_", "xoxb-",
+    "bearer", "sk-", "AKIA", "ASIA", "ghp_", "xoxb-", "Basic ", "basİc ", "Authorization: ", "://", "u:", "@", "/",
     "-----BEGIN RSA PRIVATE KEY-----", "-----END RSA PRIVATE KEY-----",
     "=", ": ", "\"", "'", " ", "\n", "x", "Z9", "abcdefghijklmnopqrstuvwxyz0123", "ABCDEFGHIJKLMNOP", "é", "K",
     "apı_key", "credentİal", "BEGİN", "ı", "İ",
@@ -272,7 +272,7 @@ _SECRET_PIECES = [
 @given(st.lists(st.sampled_from(_SECRET_PIECES), max_size=12).map("".join))
 def test_redaction_masks_what_every_pattern_would_mask(text: str) -> None:
     """The quick check that skips texts without a secret never skips one the patterns would mask."""
-    from teamgraph.audit.redact import _PATTERNS, redact
+    from teamgraph.redaction import _PATTERNS, redact
 
     expected = text
     for pattern, replacement in _PATTERNS:

@@ -275,7 +275,7 @@ def test_two_threads_of_one_project_log_at_the_same_moment_each_line_once_and_al
         Team(model=ScriptedChatModel(script), home=home).compile().invoke({"messages": [("user", "Go")]}, config)
 
     def lines(home: Path) -> Counter:
-        folder = home / "project" / "shared" / "logs"
+        folder = home / "logs" / "shared"
         events = [parse_line(line) for path in folder.glob("*.log") for line in path.read_text().splitlines()]
         return Counter((e.sender, e.receiver, e.kind, e.content) for e in events)
 
@@ -290,6 +290,6 @@ def test_two_threads_of_one_project_log_at_the_same_moment_each_line_once_and_al
     audit_writer._FLUSHER[0].submit(lambda: None).result()  # NOTE: every flush queued so far ran
     alone = lines(tmp_path / "one")
     assert lines(home) == alone + alone  # NOTE: each run's lines once: none lost, none doubled
-    folder = (home / "project" / "shared" / "logs").absolute()
+    folder = (home / "logs" / "shared").absolute()
     (day,) = folder.glob("*.log")
     assert str(day) in {path for _, path in flushed} and not audit_log._UNSYNCED.get(folder)

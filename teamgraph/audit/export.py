@@ -18,10 +18,10 @@ from langchain_core.runnables import RunnableConfig
 
 from teamgraph.audit.events import derive_events, new_cursor
 from teamgraph.audit.records import TIME_FORMAT
-from teamgraph.audit.redact import redact, redact_value
 from teamgraph.audit.thread_log import read_log
 from teamgraph.audit.tokens import TokenUsage, team_tokens, with_tokens
 from teamgraph.checkpoints.files import private_database, private_file, thread_file_name
+from teamgraph.redaction import redact, redact_value
 
 Format = Literal["md", "json", "sqlite"]
 FORMATS: tuple[Format, ...] = ("md", "json", "sqlite")
@@ -125,8 +125,9 @@ def export_records(team: Any, config: RunnableConfig) -> ExportRecords:
         messages=[message_row(name, seq, m) for name, history in histories.items() for seq, m in enumerate(history)],
         requests=[_flat(r) for r in values.get("requests", {}).values()],
         deliveries=[_flat(d) for d in values.get("deliveries", {}).values()],
-        log=[dict(e.__dict__) for e in logged],
-        files=files,
+        # NOTE: masked again: the events derived from the state (log off) never went through a log line.
+        log=[redact_value(dict(e.__dict__)) for e in logged],
+        files=[redact(path) for path in files],
     )
 
 

@@ -22,7 +22,6 @@ from teamgraph.audit.exceptions import (
     triggered,
 )
 from teamgraph.audit.records import Kind, Level, LogEvent, Result, log_time, one_line
-from teamgraph.audit.redact import redact_value
 from teamgraph.messaging.envelopes import LEADER
 from teamgraph.messaging.results import TIMED_OUT as TIMED_OUT_OUTCOME
 from teamgraph.messaging.results import outcome_of
@@ -37,6 +36,7 @@ from teamgraph.protocols.requests import (
     RUN,
     SHUTDOWN,
 )
+from teamgraph.redaction import redact_value
 
 REQUEST_KINDS = (ASK, QUESTION, PLAN, MEMBER_PLAN, SHUTDOWN, APPROVAL, RUN)
 

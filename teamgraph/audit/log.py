@@ -6,7 +6,9 @@ state was committed (durability ``"sync"``), so a crash can only repeat a pass
 over the same state. Lines are derived deterministically from
 that state (``events.py``) and appended together with the cursor that says
 what was logged, in one SQLite transaction kept next to the log
-(``logs/.collaboration.sqlite``):
+(``<home>/logs/<project>/.collaboration.sqlite``, out of the agents' reach:
+``project.py``). Each line carries a hash chain (``chain.py``); the index keeps
+each day file's size and last link, committed with the lines:
 
 1. recover: a day file longer than its recorded size holds lines whose
    transaction never committed (a crash between the append and the commit);
@@ -42,7 +44,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_config
 
-from teamgraph.audit import cursors, rotation
+from teamgraph.audit import chain, cursors, rotation
 from teamgraph.audit.events import Cursor, derive_events, new_cursor
 from teamgraph.audit.lines import SYSTEM
 from teamgraph.audit.project import PROJECT_NAME_KEY, log_folder, project_name
@@ -54,7 +56,7 @@ from teamgraph.runs import run_key
 INDEX_FILE = ".collaboration.sqlite"
 BUSY_TIMEOUT = 30.0
 _SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS files (name TEXT PRIMARY KEY, size INTEGER NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS files (name TEXT PRIMARY KEY, size INTEGER NOT NULL, head TEXT, lines INTEGER)",
     "CREATE TABLE IF NOT EXISTS cursors (thread TEXT PRIMARY KEY, cursor TEXT NOT NULL, maintained TEXT)",
     *cursors.SCHEMA,
 )
@@ -176,9 +178,12 @@ def _recover(db: sqlite3.Connection, folder: Path) -> dict[str, int]:
                 handle.truncate(committed)
                 os.fsync(handle.fileno())
         elif size < committed:
-            sizes[path.name] = _append(path, [_lost_line(path, committed - size)], committed=size)
+            # NOTE: the index's last link was lost with the tail: the chain goes on from the file's.
+            previous, count = chain.tail_of(path)
+            lost, head, count = chain.chain_lines([_lost_line(path, committed - size)], previous=previous, count=count)
+            sizes[path.name] = _append(path, lost, committed=size)
             _flush_file(path)  # NOTE: like the cut above: recovery leaves its files on disk
-            db.execute("INSERT OR REPLACE INTO files VALUES (?, ?)", (path.name, sizes[path.name]))
+            db.execute("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?)", (path.name, sizes[path.name], head, count))
     return sizes
 
 
@@ -304,20 +309,24 @@ def append_events(
     path = rotation.day_file(folder, project, now.date())
     today = now.date().isoformat()
     with _index(folder) as db:
-        saved, maintained, recorded = _where_logged(db, thread, path.name)
+        saved, maintained, recorded, head, count = _where_logged(db, thread, path.name)
         daily = saved is None or maintained != today
         if daily:
             _recover_alone(db, folder)  # NOTE: it may have recorded this file's size anew
-            saved, maintained, recorded = _where_logged(db, thread, path.name)
+            saved, maintained, recorded, head, count = _where_logged(db, thread, path.name)
         start = cursors.start_cursor(db, thread, at, saved) if at is not None else saved
         cursor: Cursor = json.loads(start) if start is not None else new_cursor()
         events, advanced = derive(cursor)
-        lines = [format_line(event) for event in events]
+        # NOTE: a file the index does not know is cut to nothing by _append: its chain starts afresh.
+        start_link = head if recorded and head else chain.seed(path.name)
+        lines, head, count = chain.chain_lines(
+            [format_line(event) for event in events], previous=start_link, count=(count or 0) if recorded else 0
+        )
         if lines:
             size = _append(path, lines, committed=recorded or 0)
             with _UNSYNCED_GUARD:
                 _UNSYNCED.setdefault(folder.absolute(), set()).add(path)
-            db.execute("INSERT OR REPLACE INTO files VALUES (?, ?)", (path.name, size))
+            db.execute("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?)", (path.name, size, head, count))
         if daily:
             rotation.maintain(folder, project, now.date())
             existing = {p.name for p in rotation.day_files(folder)}
@@ -335,15 +344,18 @@ def append_events(
     return lines
 
 
-def _where_logged(db: sqlite3.Connection, thread: str, day_file: str) -> tuple[str | None, str | None, int | None]:
-    """The thread's cursor (JSON) and the day its folder was last maintained, and ``day_file``'s recorded size.
+def _where_logged(
+    db: sqlite3.Connection, thread: str, day_file: str
+) -> tuple[str | None, str | None, int | None, str | None, int | None]:
+    """The thread's cursor (JSON), the day its folder was last maintained, ``day_file``'s size and last link.
 
     NOTE: one statement: each one hands the GIL over and back while the team's steps run.
     """
     return db.execute(
         "SELECT (SELECT cursor FROM cursors WHERE thread = ?), (SELECT maintained FROM cursors WHERE thread = ?),"
-        " (SELECT size FROM files WHERE name = ?)",
-        (thread, thread, day_file),
+        " (SELECT size FROM files WHERE name = ?), (SELECT head FROM files WHERE name = ?),"
+        " (SELECT lines FROM files WHERE name = ?)",
+        (thread, thread, day_file, day_file, day_file),
     ).fetchone()
 
 

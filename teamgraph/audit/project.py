@@ -1,4 +1,16 @@
-"""The project folder of a thread: ``<home>/project/<project_name>/``."""
+"""Where a thread's files go: its project folder, and its collaboration log out of the agents' reach.
+
+- ``<home>/project/<project_name>/``: the project folder, where the agents' file tools
+  (and commands) work;
+- ``<home>/logs/<project_name>/``: the collaboration log, its index and archives.
+
+NOTE: the seed put the log in ``project/<name>/logs/``, inside the folder the agents
+write: a member could read it and replace it with ``write_file`` (issue 31, failure 7).
+It lives beside the project folder instead, where no agent tool reaches
+(docs/security.md, "The audit log"). A home written by an earlier version keeps its
+old ``project/<name>/logs/`` folder, which is no longer written: the new log is
+derived again from the checkpoints, whole, at the thread's next run.
+"""
 
 from __future__ import annotations
 
@@ -44,8 +56,8 @@ def project_dir(home: Path, config: RunnableConfig) -> Path:
 
 
 def logs_dir(home: Path, config: RunnableConfig) -> Path:
-    """``<home>/project/<project_name>/logs``: where the collaboration log lives."""
-    return project_dir(home, config) / LOGS_DIR
+    """``<home>/logs/<project_name>``: where the collaboration log lives (outside the project folder)."""
+    return Path(home) / LOGS_DIR / project_name(config)
 
 
 def absolute_logs_dir(home: Path | str, config: RunnableConfig) -> Path:
@@ -61,7 +73,7 @@ def absolute_logs_dir(home: Path | str, config: RunnableConfig) -> Path:
 @functools.lru_cache(maxsize=256)
 def _absolute_logs_dir(home: str, project: str, cwd: str) -> Path:
     # NOTE: cached: every router pass asks, and building the path was ~2 % of a pass's CPU.
-    return Path(cwd, home, "project", project, LOGS_DIR)
+    return Path(cwd, home, LOGS_DIR, project)
 
 
 def log_folder(runtime: Any, config: RunnableConfig) -> Path | None:

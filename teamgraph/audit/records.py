@@ -4,6 +4,8 @@ The format (docs/protocols.md, "Collaboration log")::
 
     [YYYY-MM-DD HH:mm:ss] [sender] → [receiver] | call|task|file|tool | content | success|failed|partial | error
 
+and, as written to a day file, the hash chain's field ``| #<n> h=<hash>`` (``chain.py``).
+
 The level (INFO / WARN / ERROR / CRITICAL) travels in the error field, so the
 line keeps its seven fields: ``-`` for a plain INFO line, otherwise
 ``LEVEL CODE: description`` (``ERROR TOOL_ERROR: no such file``,
@@ -17,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, cast
 
-from teamgraph.audit.redact import redact
+from teamgraph.redaction import redact
 
 Kind = Literal["call", "task", "file", "tool"]
 Result = Literal["success", "failed", "partial"]
@@ -32,9 +34,10 @@ CONTENT_LIMIT = 300
 LINE_RE = re.compile(
     r"^\[(?P<time>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})\] \[(?P<sender>[^\]]+)\] → \[(?P<receiver>[^\]]+)\]"
     r" \| (?P<kind>call|task|file|tool) \| (?P<content>.*?) \| (?P<result>success|failed|partial)"
-    r" \| (?P<error>-|(?P<level>INFO|WARN|ERROR|CRITICAL) (?P<code>[A-Z_]+): (?P<detail>.*))$"
+    r" \| (?P<error>-|(?P<level>INFO|WARN|ERROR|CRITICAL) (?P<code>[A-Z_]+): (?P<detail>.*?))"
+    r"(?: \| #(?P<number>\d+) h=(?P<hash>[0-9a-f]{16}))?$"
 )
-"""What every line of a collaboration log matches."""
+"""What every line of a collaboration log matches (the chain's number and hash, ``chain.py``, optional)."""
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ KEEP_DAYS = 30
 KEEP_MONTHS = 6
 ARCHIVE_DIR = "archive"
 FILE_MODE = 0o600
+FOLDER_MODE = 0o700
 SUFFIX = "_collaboration.log"
 _DAY = re.compile(r"^(\d{4})-(\d{2})-(\d{2})_")
 _MONTH = re.compile(r"^(\d{4})-(\d{2})_")

@@ -6,6 +6,7 @@ Commands:
     resume <thread>           continue a paused (or interrupted) thread
     threads                   the threads in the home folder's SQLite file
     history <thread>          every agent's conversation in a thread
+    log show|verify <thread>  a thread's collaboration log; verify its hash chain
     roles [show ID]           the roles a team can use
 
 Exit codes: 0 done; 1 error; 2 no model configured (or bad usage); 3 the run is
@@ -23,6 +24,7 @@ Modules (each imports only the ones above it; none imports ``commands``):
     summary    the end of a run: report, who did what, requests, files written, next commands
     live       the live view (TeamView) and Session, which streams a thread and answers its pauses
     history    printing each agent's conversation
+    logs       ``log show`` and ``log verify``
     commands   the typer app and its commands; ``main``, the console script
 """
 

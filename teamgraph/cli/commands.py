@@ -16,11 +16,12 @@ import typer
 from rich.text import Text
 
 from teamgraph import __version__
-from teamgraph.checkpoints.store import DB_ENV
+from teamgraph.checkpoints.store import DB_ENV, check_db
 from teamgraph.cli.answers import parse_answers
 from teamgraph.cli.errors import EXIT_NO_MODEL, CLIError, friendly, settings
 from teamgraph.cli.history import print_history
 from teamgraph.cli.live import Session
+from teamgraph.cli.logs import log_app
 from teamgraph.cli.output import Column, console, display_path, fit_table
 from teamgraph.cli.reports import export_command, stats_command
 from teamgraph.cli.teams import (
@@ -134,6 +135,11 @@ def _root(
     [bold]teamgraph run "your task"[/bold] with TEAMGRAPH_MODEL=openai:<model> and OPENAI_API_KEY set.
     """
     settings["debug"] = debug or bool(os.environ.get("TEAMGRAPH_DEBUG"))
+    if db is not None:
+        try:
+            check_db(db, source="--db")
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--db") from None
     settings["db"] = db
 
 
@@ -299,6 +305,7 @@ def history(
 
 app.command("stats")(friendly(stats_command))
 app.command("export")(friendly(export_command))
+app.add_typer(log_app, name="log")
 
 
 # --------------------------------------------------------------------------- roles

@@ -21,6 +21,7 @@ from rich.text import Text
 
 from teamgraph.cli.output import one_line
 from teamgraph.models.factory import ENV_VAR as MODEL_ENV
+from teamgraph.redaction import redact
 
 EXIT_ERROR = 1
 EXIT_NO_MODEL = 2
@@ -40,7 +41,12 @@ class CLIError(Exception):
 
 
 def error_text(exc: BaseException) -> tuple[str, int]:
-    """The one-line message and exit code for an exception."""
+    """The one-line message (secrets masked) and exit code for an exception."""
+    message, code = _error_text(exc)
+    return redact(message), code
+
+
+def _error_text(exc: BaseException) -> tuple[str, int]:
     from pydantic import ValidationError
 
     from teamgraph.models import ModelNotConfiguredError
@@ -86,7 +92,7 @@ def friendly(fn: Callable[..., Any]) -> Callable[..., Any]:
             raise typer.Exit(EXIT_INTERRUPTED) from None
         except Exception as exc:  # noqa: BLE001 - the CLI's one place that catches all
             if settings["debug"]:
-                _err_console().print(traceback.format_exc(), markup=False)
+                _err_console().print(redact(traceback.format_exc()), markup=False)
             message, code = error_text(exc)
             _err_console().print(Text.assemble(("Error: ", "bold red"), message), soft_wrap=True)
             raise typer.Exit(code) from exc

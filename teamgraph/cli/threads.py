@@ -24,6 +24,7 @@ from rich.text import Text
 from teamgraph.cli.errors import CLIError, settings
 from teamgraph.cli.output import Column, display_path, fit_table
 from teamgraph.records import BUSY
+from teamgraph.redaction import redact
 from teamgraph.team import DEFAULT_HOME
 
 SETTINGS_FILE = "cli-threads.json"
@@ -218,7 +219,7 @@ def threads_table(team: Any, ids: Iterable[str], *, width: int = 160) -> Table:
                 str(snapshot.created_at or "")[:19].replace("T", " "),
                 str(len(snapshot.values.get("agents") or {})),
                 thread_state(snapshot),
-                str(task),
+                redact(str(task)),
             ]
         )
     return fit_table(THREAD_COLUMNS, rows, width=width, title=f"Threads in {store_label(team.home)}")
@@ -266,9 +267,12 @@ def home_args(home: Path | str) -> list[str]:
 
 
 def db_args() -> list[str]:
-    """``--db <url>`` for a command line when ``--db`` was given (``$TEAMGRAPH_DB`` needs none)."""
+    """``--db <url>`` for a command line when ``--db`` was given (``$TEAMGRAPH_DB`` needs none).
+
+    NOTE: a hint, printed: a password in the URL shows as ``***`` (the user types theirs back).
+    """
     db = chosen_db()
-    return ["--db", shlex.quote(str(db))] if db else []
+    return ["--db", shlex.quote(redact(str(db)))] if db else []
 
 
 def resume_command(thread: str, home: Path | str = DEFAULT_HOME) -> str:

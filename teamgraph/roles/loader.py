@@ -329,6 +329,13 @@ def _load_front_matter(front_matter: str, *, source: str) -> dict[Any, Any]:
     """Parse the YAML front matter into a mapping."""
     try:
         meta = yaml.safe_load(front_matter)
+    except RecursionError:
+        # NOTE: PyYAML builds nested values recursively: thousands of "[" exhaust the stack.
+        raise RoleFileError(
+            source,
+            problem="the front matter is nested too deeply to read",
+            fix="write each key's value flat: a string, a number or a list of strings",
+        ) from None
     except yaml.YAMLError as exc:
         raise RoleFileError(
             source,

@@ -64,6 +64,11 @@ TOOL_SET_FACTORIES: dict[str, ToolSet] = {
 """Tool set name -> its tools (the sets a role file's ``tools`` list may name)."""
 
 
+def builtin_tool_names() -> set[str]:
+    """The names of every tool of every set, on both sides (a user's tool may not take one)."""
+    return {t.name for ts in TOOL_SET_FACTORIES.values() for t in (*ts.leader, *(ts.member or ()))}
+
+
 def tool_set(runtime: TeamRuntime, name: str, role: Role) -> list[BaseTool]:
     """The tools of set ``name`` for ``role``'s side (leader or member), built once per team.
 
@@ -105,6 +110,7 @@ def work_tool_names(runtime: TeamRuntime, role: Role) -> set[str]:
 __all__ = [
     "TOOL_SET_FACTORIES",
     "WORK_TOOL_SETS",
+    "builtin_tool_names",
     "TeamView",
     "ToolContext",
     "ToolSet",

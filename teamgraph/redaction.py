@@ -1,9 +1,15 @@
-"""Redaction: secrets never reach a log line, a stats report or an export.
+"""The one redaction: secrets never reach anything teamgraph shows or writes.
+
+Every surface goes through :func:`redact` (or :func:`redact_value` for
+structured values): the collaboration log, exports, stats, ``teamgraph threads``,
+the resume hints and database labels, and the CLI's error lines. It lives on the
+ground floor (it imports nothing of ours) so that every layer can use it.
 
 Two passes: values of keys named like a secret (``password``, ``api_key``,
 ``token``...) are masked in structured arguments, and free text is scanned for
-well-known secret shapes (``sk-...`` keys, ``Bearer`` tokens, ``key=value``
-pairs, AWS keys, private-key blocks).
+well-known secret shapes (``sk-...`` and ``sk-ant-...`` keys, ``Bearer`` and
+``Basic`` credentials, passwords inside URLs, ``key=value`` pairs, AWS keys,
+private-key blocks).
 """
 
 from __future__ import annotations
@@ -23,6 +29,12 @@ SECRET_KEY = re.compile(
 _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)", re.DOTALL), MASK),
     (re.compile(r"\bBearer\s+[A-Za-z0-9._~+/=-]+", re.IGNORECASE), f"Bearer {MASK}"),
+    # NOTE: after "Authorization:" any token; elsewhere only a capitalised "Basic" before a token
+    # with a digit or base64 symbol, so that English ("basic understanding") is left alone.
+    (re.compile(r"(?i:\b(?P<h>(proxy-)?authorization\s*[:=]\s*basic\s+))[A-Za-z0-9+/=._-]+"), rf"\g<h>{MASK}"),
+    (re.compile(r"\bBasic\s+(?=[A-Za-z0-9+/]*[0-9+/=])[A-Za-z0-9+/]{8,}={0,2}"), f"Basic {MASK}"),
+    # a URL's password: scheme://user:password@host -> scheme://user:***@host
+    (re.compile(r"(?P<u>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:)[^\s@/]+@"), rf"\g<u>{MASK}@"),
     (re.compile(r"\bsk-[A-Za-z0-9_-]{6,}"), f"sk-{MASK}"),
     (re.compile(r"\b(AKIA|ASIA)[0-9A-Z]{16}\b"), MASK),
     (re.compile(r"\b(gh[pousr]_[A-Za-z0-9]{20,}|xox[abpr]-[A-Za-z0-9-]{10,})\b"), MASK),
@@ -39,7 +51,7 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
 
 
 _SECRET_MARKS = (
-    "begin", "bearer", "sk-", "akia", "asia", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "xox",
+    "begin", "bearer", "basic", "://", "sk-", "akia", "asia", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "xox",
     "pass", "pwd", "secret", "token", "api", "access", "credential",
 )  # fmt: skip
 """Every pattern's match contains one of these (case-folded): a text with none holds no secret.

@@ -193,7 +193,15 @@ def benchmarks_page_tables(path: Path = RESULTS) -> str:
     return benchmark_tables(json.loads(path.read_text(encoding="utf-8")))
 
 
+def graph_picture() -> str:
+    """The demo team's graph as a mermaid block, as the README shows it (``docs/gen_graph.py``)."""
+    from docs.gen_graph import demo_mermaid
+
+    return f"```mermaid\n{demo_mermaid().rstrip()}\n```\n"
+
+
 GENERATORS: dict[str, Callable[[], str]] = {
+    "graph": graph_picture,
     "policy": policy_reference,
     "cli": cli_reference,
     "benchmarks": benchmarks_page_tables,

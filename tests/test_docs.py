@@ -142,3 +142,11 @@ def test_every_page_is_in_the_nav_and_every_nav_entry_exists():
     nav = set(re.findall(r"^\s*- [^#\n]*:\s+([\w/.-]+\.md)\s*$", config, re.MULTILINE))
     pages = {str(p.relative_to(DOCS)) for p in DOCS.rglob("*.md")}
     assert nav == pages
+
+
+def test_the_graph_page_draws_what_the_readme_draws():
+    from docs.gen_graph import current_block
+
+    picture = gen_pages.graph_picture()
+    assert picture.startswith("```mermaid\n") and "__start__" in picture
+    assert picture.strip() in current_block((ROOT / "README.md").read_text(encoding="utf-8"))

@@ -15,7 +15,12 @@ from docs import gen_graph
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
-RUNNABLE_PAGES = ("README.md", "docs/how-to/add-a-tool.md")
+RUNNABLE_PAGES = (
+    "README.md",
+    "docs/how-to/add-a-tool.md",
+    "docs/how-to/streaming-and-async.md",
+    "docs/how-to/subgraph.md",
+)
 LEADER = "Team Leader"
 MEMBER = "UI Operator_1"
 FENCE = re.compile(r"^```python\n(.*?)^```", re.MULTILINE | re.DOTALL)

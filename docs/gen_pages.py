@@ -90,22 +90,20 @@ def plain(help_text: str | None) -> str:
 
 def cli_reference() -> str:
     """Every command of the ``teamgraph`` CLI: its usage, help and options, from the typer app."""
-    import click
     import typer
 
     from teamgraph.cli.commands import app
 
     root = typer.main.get_command(app)
-    return "\n".join(_command_sections(root, click.Context(root, info_name="teamgraph")))
+    # NOTE: each command's own context class: typer may bring its own copy of click.
+    return "\n".join(_command_sections(root, root.context_class(root, info_name="teamgraph")))
 
 
 def _command_sections(command: Any, ctx: Any) -> list[str]:
     """The sections of ``command`` and of its subcommands, depth first."""
-    import click
-
     sections = [_command_section(command, ctx)]
     for name, sub in sorted(getattr(command, "commands", {}).items()):
-        sections += _command_sections(sub, click.Context(sub, info_name=name, parent=ctx))
+        sections += _command_sections(sub, sub.context_class(sub, info_name=name, parent=ctx))
     return sections
 
 

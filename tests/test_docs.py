@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-import click
 import pytest
 import typer
 from pydantic import BaseModel, Field
@@ -52,7 +51,7 @@ def test_cells_keep_tables_and_code_intact():
     assert gen_pages.cell("a|b <x> `<y>`\nz") == "a\\|b &lt;x> `<y>` z"
 
 
-def _commands(command: click.Command, path: str = "teamgraph") -> dict[str, click.Command]:
+def _commands(command: Any, path: str = "teamgraph") -> dict[str, Any]:
     found = {path: command}
     for name, sub in getattr(command, "commands", {}).items():
         found |= _commands(sub, f"{path} {name}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, get_args, get_origin
@@ -205,3 +206,18 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "benchmarks": benchmarks_page_tables,
 }
 """What each ``<!-- generated: NAME -->`` marker of a page becomes."""
+
+
+def main(argv: Sequence[str]) -> int:
+    """Print the generated parts named in ``argv`` (``python -m docs.gen_pages policy``), outside a build."""
+    unknown = [name for name in argv if name not in GENERATORS]
+    if not argv or unknown:
+        print(f"usage: python -m docs.gen_pages {' | '.join(GENERATORS)} ...", file=sys.stderr)
+        return 2
+    for name in argv:
+        print(GENERATORS[name]())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -149,3 +149,10 @@ def test_the_graph_page_draws_what_the_readme_draws():
     picture = gen_pages.graph_picture()
     assert picture.startswith("```mermaid\n") and "__start__" in picture
     assert picture.strip() in current_block((ROOT / "README.md").read_text(encoding="utf-8"))
+
+
+def test_gen_pages_prints_a_part_and_refuses_unknown_names(capsys):
+    assert gen_pages.main(["policy"]) == 0
+    assert "`max_parallel`" in capsys.readouterr().out
+    assert gen_pages.main(["nope"]) == 2
+    assert "usage" in capsys.readouterr().err

@@ -15,95 +15,143 @@ a person who confirms or overrides the leader's decision."""
 class Policy(BaseModel):
     """Who decides what, when the team pauses for a person, and the team's limits.
 
-    Attributes:
-        ask: Who answers a member's ``ask_master`` question.
-        plan: Who approves the Team Leader's plan (``propose_plan``).
-        member_plan: Who approves a member's plan (``submit_plan``).
-        approval: Who approves a sensitive operation (``request_approval``).
-        pause: ``"when_blocked"`` (default): the run pauses for a person only when
-            no agent can make progress; ``"immediately"``: as soon as a request
-            waits for a person.
-        require_plan: Refuse creating members and delegating until a plan is approved.
-        shutdown_timeout: Seconds a member has to answer a shutdown request before
-            it is terminated and the request expires.
-        max_parallel: How many members may have a step in flight at once (the
-            leader is not counted).
-        slice_steps: Model calls a member may make in one task while it only does
-            work (tool calls with no message, question or request for the team).
-            Messages to a member wait for the end of its slice.
-        scheduling: ``"completions"``: a member's next step starts as soon as its
-            previous one is done and its inbox settled, whatever the others do;
-            ``"lockstep"``: every step in flight finishes before any is applied
-            (a reproducible interleaving); ``"auto"`` (default): completions, or
-            lockstep for a team of scripted models (``ScriptedChatModel``).
-        max_turn_steps: Model calls one agent may make in one turn before the
-            router stops that turn (a loop guard); the leader is told.
-        max_model_calls: Model calls the whole team may make for one user message (a
-            run); past it every member is stopped and the leader asked to report.
-        max_ping_pong: Rounds a requester and its target may go back and forth
-            after a blocking ``sessions_send`` (docs/protocols.md); ``REPLY_SKIP`` ends it sooner.
-        peer_traffic: How member-to-member traffic reaches the leader:
-            ``"notice"`` (one line per message) or ``"full"`` (full copies).
-        commands: Commands ``run_command`` runs without an approval: a command is on
-            the list when its arguments begin with an entry's, each word exact or a
-            pattern (``"python -m pytest"`` allows ``python -m pytest -q tests``;
-            ``"git log -n *"``). Even then it waits for an approval when it names a path
-            outside the project folder, uses an option that writes elsewhere or runs
-            another program (git's ``--output``, ``-c``...), or runs code from the
-            project folder (python, pytest, make...) with no sandbox (docs/security.md).
-            Entries are checked here: one that cannot be split is refused.
-        sandbox: ``"auto"``: commands run in a bubblewrap sandbox where ``bwrap`` works
-            (the project folder the only one they write, no network; an approved
-            command runs outside it);
-            ``"off"``: never.
-        leader_reminders: How often the leader is reminded of questions it left
-            unanswered, when the team has nothing else to do, before the asker
-            gets a "no answer" result (a question never hangs).
-        context_tokens: The context window an agent's model call must fit in, in
-            tokens. None (default): the model's profile (``max_input_tokens``)
-            where LangChain knows it, else 100 000.
-        context_threshold: The share of ``context_tokens`` past which an agent's
-            older history is replaced, in what its model sees, by a summary.
-        log: Write the collaboration log
-            (``<home>/project/<project_name>/logs/<date>_<project_name>_collaboration.log``).
-        tool_retries: Times a tool call that failed with a transient error is
-            retried before the agent gets the error.
-        file_failures: Consecutive failed file operations of one agent that
-            notify the leader.
-        send_timeouts: Consecutive timed-out calls (``sessions_send``...) of one
-            agent that notify the leader.
-        loop_warn: The same tool with the same arguments this many times in a
-            row gives the agent a warning.
-        loop_stop: ... and this many times stops its turn and tells the leader.
+    Every field has a default; ``Policy(ask="human")`` changes one. A field's
+    description is its documentation (the docs site's Policy reference is generated
+    from these fields), and a ``Policy`` is frozen: ``policy.model_copy(update=...)``
+    makes a changed copy.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    ask: Decider = "leader"
-    plan: Decider = "human"
-    member_plan: Decider = "leader"
-    approval: Decider = "leader"
-    pause: Literal["when_blocked", "immediately"] = "when_blocked"
-    require_plan: bool = False
-    shutdown_timeout: float = Field(default=300.0, gt=0)
-    max_parallel: int = Field(default=8, ge=1)
-    slice_steps: int = Field(default=1, ge=1)
-    scheduling: Literal["auto", "completions", "lockstep"] = "auto"
-    max_turn_steps: int = Field(default=50, ge=1)
-    max_ping_pong: int = Field(default=5, ge=0)
-    max_model_calls: int = Field(default=2000, ge=1)
-    peer_traffic: Literal["notice", "full"] = "notice"
-    leader_reminders: int = Field(default=1, ge=0)
-    context_tokens: int | None = Field(default=None, ge=1000)
-    context_threshold: float = Field(default=0.8, gt=0.1, le=1.0)
-    log: bool = True
-    tool_retries: int = Field(default=1, ge=0)
-    file_failures: int = Field(default=3, ge=1)
-    send_timeouts: int = Field(default=2, ge=1)
-    loop_warn: int = Field(default=3, ge=2)
-    loop_stop: int = Field(default=5, ge=2)
-    commands: tuple[str, ...] = ()
-    sandbox: Literal["auto", "off"] = "auto"
+    ask: Decider = Field(default="leader", description="Who answers a member's `ask_master` question.")
+    plan: Decider = Field(default="human", description="Who approves the Team Leader's plan (`propose_plan`).")
+    member_plan: Decider = Field(default="leader", description="Who approves a member's plan (`submit_plan`).")
+    approval: Decider = Field(
+        default="leader",
+        description="Who approves a sensitive operation (`request_approval`, or a call the permission table "
+        "marks sensitive).",
+    )
+    pause: Literal["when_blocked", "immediately"] = Field(
+        default="when_blocked",
+        description="`when_blocked`: the run pauses for a person only when no agent can make progress; "
+        "`immediately`: as soon as a request waits for a person.",
+    )
+    require_plan: bool = Field(
+        default=False, description="Refuse creating members and delegating until the leader's plan is approved."
+    )
+    shutdown_timeout: float = Field(
+        default=300.0,
+        gt=0,
+        description="Seconds a member has to answer a shutdown request before it is terminated and the request "
+        "expires.",
+    )
+    max_parallel: int = Field(
+        default=8, ge=1, description="How many members may have a step in flight at once (the leader is not counted)."
+    )
+    slice_steps: int = Field(
+        default=1,
+        ge=1,
+        description="Model calls a member may make in one task while it only does work (tool calls with no message, "
+        "question or request for the team). Messages to a member wait for the end of its slice.",
+    )
+    scheduling: Literal["auto", "completions", "lockstep"] = Field(
+        default="auto",
+        description="`completions`: a member's next step starts as soon as its previous one is done and its inbox "
+        "settled, whatever the others do; `lockstep`: every step in flight finishes before any is applied (a "
+        "reproducible interleaving); `auto`: completions, or lockstep for a team of scripted models "
+        "(`ScriptedChatModel`).",
+    )
+    max_turn_steps: int = Field(
+        default=50,
+        ge=1,
+        description="Model calls one agent may make in one turn before the router stops that turn (a loop guard); "
+        "the leader is told.",
+    )
+    max_ping_pong: int = Field(
+        default=5,
+        ge=0,
+        description="Rounds a requester and its target may go back and forth after a blocking `sessions_send` "
+        "(see Protocols); a reply containing `REPLY_SKIP` ends it sooner.",
+    )
+    max_model_calls: int = Field(
+        default=2000,
+        ge=1,
+        description="Model calls the whole team may make for one user message (a run); past it every member is "
+        "stopped and the leader asked to report.",
+    )
+    peer_traffic: Literal["notice", "full"] = Field(
+        default="notice",
+        description="How member-to-member traffic reaches the leader: `notice` (one line per message) or `full` "
+        "(full copies).",
+    )
+    leader_reminders: int = Field(
+        default=1,
+        ge=0,
+        description="How often the leader is reminded of questions it left unanswered, when the team has nothing "
+        'else to do, before the asker gets a "no answer" result (a question never hangs).',
+    )
+    context_tokens: int | None = Field(
+        default=None,
+        ge=1000,
+        description="The context window an agent's model call must fit in, in tokens. None: the model's profile "
+        "(`max_input_tokens`) where LangChain knows it, else 100 000.",
+    )
+    context_threshold: float = Field(
+        default=0.8,
+        gt=0.1,
+        le=1.0,
+        description="The share of `context_tokens` past which an agent's older history is replaced, in what its "
+        "model sees, by a summary (compaction).",
+    )
+    log: bool = Field(
+        default=True,
+        description="Write the collaboration log "
+        "(`<home>/logs/<project_name>/<date>_<project_name>_collaboration.log`, out of the agents' reach).",
+    )
+    tool_retries: int = Field(
+        default=1,
+        ge=0,
+        description="Times a tool call that failed with a transient error (time-out, dropped connection, rate "
+        "limit) is retried before the agent gets the error.",
+    )
+    file_failures: int = Field(
+        default=3, ge=1, description="Consecutive failed file operations of one agent that notify the leader."
+    )
+    send_timeouts: int = Field(
+        default=2,
+        ge=1,
+        description="Consecutive timed-out calls (`sessions_send`...) of one agent that notify the leader.",
+    )
+    loop_warn: int = Field(
+        default=3,
+        ge=2,
+        description="The same tool with the same arguments this many times in a row gives the agent a warning "
+        "(waiting and polling tools such as `sleep` never count).",
+    )
+    loop_stop: int = Field(
+        default=5,
+        ge=2,
+        description="The same tool with the same arguments this many times in a row stops the agent's turn and "
+        "tells the leader.",
+    )
+    commands: tuple[str, ...] = Field(
+        default=(),
+        description="Commands `run_command` runs without an approval: a command is on the list when its arguments "
+        "begin with an entry's, each word exact or a pattern (`python -m pytest` allows `python -m pytest -q tests`; "
+        "`git log -n *`). Even then it waits for an approval when it names a path outside the project folder, uses "
+        "an option that writes elsewhere or runs another program (git's `--output`, `-c`...), or runs code from the "
+        "project folder (python, pytest, make...) with no sandbox (see Security). Entries are checked here: one that "
+        "cannot be split is refused.",
+    )
+    sandbox: Literal["auto", "off"] = Field(
+        default="auto",
+        description="`auto`: commands run in a bubblewrap sandbox where `bwrap` works (the project folder the only "
+        "one they write, no network; an approved command runs outside it); `off`: never.",
+    )
+
+    def decider(self, kind: str) -> Decider:
+        """Who decides a request of ``kind`` (``ask``, ``plan``, ``member_plan``, ``approval``)."""
+        return getattr(self, kind)
 
     @field_validator("commands")
     @classmethod

@@ -12,12 +12,13 @@ SOURCES = [
     *sorted((ROOT / "teamgraph").rglob("*.py")),
     *sorted((ROOT / "tests").glob("*.py")),
     ROOT / "README.md",
-    *sorted((ROOT / "docs").glob("*.md")),
+    *sorted((ROOT / "docs").rglob("*.md")),
 ]
 # The design documents teamgraph was written from are not in the repository.
 OUTSIDE = re.compile(r"\bseeds?\s*0\d\d\b|\bseeds/|/work/shared|\bDESIGN\.md\b|\bANCHORS\.md\b", re.IGNORECASE)
 SECTION_REF = re.compile(r'docs/protocols\.md, "([^"]+)"')
-LINK_REF = re.compile(r"\(docs/protocols\.md#([a-z0-9-]+)\)")
+# A link from the README (docs/protocols.md#x) or from a docs page (protocols.md#x, ../protocols.md#x).
+LINK_REF = re.compile(r"\((?:\.\./)*(?:docs/)?protocols\.md#([a-z0-9-]+)\)")
 # NOTE: files of this branch's neighbours, still to be changed where they are rewritten; drop an entry once clean.
 PENDING: set[str] = set()
 

@@ -92,8 +92,9 @@ def test_draw_png_draws_the_team_offline(tmp_path: Path) -> None:
     assert png.startswith(b"\x89PNG") and (tmp_path / "team.png").read_bytes() == png
     layers = graph_layers(list(graph.get_graph().nodes), [(e.source, e.target) for e in graph.get_graph().edges])
     assert layers[0] == ["__start__"] and layers[1] == ["router"] and layers[-1] == ["__end__"]
-    # NOTE: agents' steps run in the router's pool (no node per role): the team is router ⇄ human.
-    assert {n for layer in layers for n in layer} == {"__start__", "router", "human", "__end__"}
+    # NOTE: the team is the graph (issue 29): the leader, a node per role, the member node, the gate.
+    agents = set(layers[2])
+    assert {"leader", "researcher", "ui-operator", "member", "human"} <= agents
     assert draw_png(graph, xray=True).startswith(b"\x89PNG")
 
 

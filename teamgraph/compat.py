@@ -22,7 +22,6 @@ __all__ = [
     "CONFIG_KEY_CHECKPOINT_MAP",
     "CONFIG_KEY_DURABILITY",
     "CONFIG_KEY_READ",
-    "CONFIG_KEY_READ_STATE",
     "DELTA_SNAPSHOT",
     "NS_SEP",
     "SQLITE_DELTA",
@@ -30,15 +29,10 @@ __all__ = [
     "effective_config",
     "graph_namespace",
     "read_fresh",
-    "read_graph_state",
+    "read_channels",
     "route_edits",
+    "unsaved",
 ]
-
-try:
-    # NOTE: a node started by `Send` gets only its payload; this key reads the graph state (as ToolNode does).
-    from langgraph._internal._constants import CONFIG_KEY_READ_STATE
-except ImportError:  # NOTE: its value in langgraph 1.2.x
-    CONFIG_KEY_READ_STATE = "__pregel_read_state"
 
 try:
     # NOTE: a compiled graph has no default durability (only the per-call `durability=`); this key sets one.
@@ -53,7 +47,8 @@ except ImportError:  # NOTE: its value in langgraph 1.2.x
     CONFIG_KEY_CHECKPOINTER = "__pregel_checkpointer"
 
 try:
-    # NOTE: a node started by an edge has no state reader; this is the channel reader conditional edges use.
+    # NOTE: the channel reader conditional edges use: a node reads the graph's channels with it
+    # (a node started by `Send` gets only its payload; its input schema is what the router sends).
     from langgraph._internal._constants import CONFIG_KEY_READ
 except ImportError:  # NOTE: its value in langgraph 1.2.x
     CONFIG_KEY_READ = "__pregel_read"
@@ -121,24 +116,6 @@ def checkpoint_read(config: RunnableConfig) -> str | None:
     configurable = config.get("configurable") or {}
     read = (configurable.get(CONFIG_KEY_CHECKPOINT_MAP) or {}).get(graph_namespace(config))
     return read or configurable.get("checkpoint_id")
-
-
-def read_graph_state(config: RunnableConfig, channels: Sequence[str]) -> dict[str, Any]:
-    """The graph state as the running task sees it (committed, without its own writes).
-
-    Args:
-        config: The task's config.
-        channels: The state keys to read when the task has no state reader (a node
-            started by an edge rather than by ``Send``).
-
-    Returns:
-        The state, by key.
-    """
-    configurable = config.get("configurable", {})
-    read_state = configurable.get(CONFIG_KEY_READ_STATE)
-    if read_state is not None:
-        return read_state()
-    return configurable[CONFIG_KEY_READ](list(channels), False)
 
 
 def read_channels(config: RunnableConfig, channels: Sequence[str]) -> dict[str, Any]:

@@ -25,7 +25,6 @@ ROOT = Path(__file__).resolve().parent.parent
 PRIVATE = "langgraph._internal._constants"
 # NOTE: the values these keys have in the langgraph releases we test (1.2.x).
 KNOWN_VALUES = {
-    "CONFIG_KEY_READ_STATE": "__pregel_read_state",
     "CONFIG_KEY_DURABILITY": "__pregel_durability",
     "CONFIG_KEY_READ": "__pregel_read",
     "CONFIG_KEY_CHECKPOINTER": "__pregel_checkpointer",
@@ -46,9 +45,10 @@ def test_each_key_is_langgraphs_own_and_its_fallback_is_the_same_value():
             "checkpoint_read",
             "effective_config",
             "graph_namespace",
+            "read_channels",
             "read_fresh",
-            "read_graph_state",
             "route_edits",
+            "unsaved",
         ]
     )
     assert compat.SQLITE_DELTA is not None  # the Team's saver reads a thread's writes in one scan
@@ -64,7 +64,7 @@ def test_a_release_without_the_private_names_falls_back_to_the_known_keys(monkey
     finally:
         monkeypatch.undo()
         importlib.reload(compat)
-    assert compat.CONFIG_KEY_READ_STATE == importlib.import_module(PRIVATE).CONFIG_KEY_READ_STATE
+    assert compat.CONFIG_KEY_READ == importlib.import_module(PRIVATE).CONFIG_KEY_READ
 
 
 def _private_imports(path: Path) -> list[str]:
@@ -104,14 +104,13 @@ class _State(TypedDict):
     seen: Annotated[list[str], operator.add]
 
 
-def test_a_node_started_by_send_reads_the_graph_state_through_the_key():
-    # What nodes/agent_step.py relies on: the payload stays small, the state is read on demand.
+def test_a_node_started_by_send_reads_the_graph_channels_through_the_key():
+    # What nodes/role_graph.py relies on: the payload stays small, the state is read on demand.
     def fan_out(state: _State) -> list[Send]:
         return [Send("worker", {"item": item}) for item in state["items"]]
 
     def worker(payload: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        read_state = config["configurable"][compat.CONFIG_KEY_READ_STATE]
-        state = read_state()
+        state = compat.read_channels(config, ["items"])
         return {"seen": [f"{payload['item']}/{len(state['items'])}"]}
 
     builder = StateGraph(_State)
@@ -167,3 +166,26 @@ def test_a_node_routing_by_command_gets_a_branch_that_routes_only_edits():
     assert graph.get_state(config).values["seen"] == ["x", "x", "x"] and reads == []
     graph.update_state(config, {"items": ["again"]})  # NOTE: as "loop", the last writer
     assert reads == ["items"] and graph.get_state(config).next == ("loop",)
+
+
+def test_a_subgraph_run_unsaved_inside_a_sync_task_writes_no_checkpoint_and_is_drawn():
+    # What nodes/role_graph.py relies on: the role subgraph inherits the saver (xray draws it)
+    # and runs lent none, under the parent's "sync" durability.
+    inner = StateGraph(_State)
+    inner.add_node("step", lambda state: {"seen": ["inner"]})
+    inner.add_edge(START, "step")
+    sub = inner.compile(name="role")
+
+    def role(state: _State, config: RunnableConfig) -> dict[str, Any]:
+        return {"seen": sub.invoke({"items": [], "seen": []}, compat.unsaved(config))["seen"]}
+
+    outer = StateGraph(_State)
+    outer.add_node("role", role)
+    outer.add_edge(START, "role")
+    saver = InMemorySaver()
+    graph = outer.compile(checkpointer=saver).with_config(configurable={compat.CONFIG_KEY_DURABILITY: "sync"})
+    config: RunnableConfig = {"configurable": {"thread_id": "unsaved"}}
+    assert graph.invoke({"items": [], "seen": []}, config)["seen"] == ["inner"]
+    namespaces = {c.config["configurable"]["checkpoint_ns"] for c in saver.list(None)}
+    assert namespaces == {""}  # NOTE: no checkpoint of the subgraph's own supersteps
+    assert "role:step" in graph.get_graph(xray=True).nodes

@@ -18,7 +18,7 @@ from langgraph.types import Command
 
 from teamgraph.audit.cursors import LOG_BASE
 from teamgraph.audit.writer import write_committed_soon
-from teamgraph.compat import checkpoint_read, read_fresh, read_graph_state
+from teamgraph.compat import checkpoint_read, read_channels, read_fresh
 from teamgraph.graph import scheduler
 from teamgraph.ledger import lifecycle, liveness, mail, requests, turns, waits, work
 from teamgraph.ledger.book import Ledger
@@ -151,7 +151,7 @@ def make_router(runtime: TeamRuntime, *, step_for: StepFor) -> RouterNode:
         del state  # NOTE: the same effects are in the full state read below
         # NOTE: its input is only RouterInput; the rest is read here, as LangGraph's ToolNode
         # reads state, so traces and debug streams of the router do not carry every history.
-        committed = read_graph_state(config, list(TeamState.__annotations__))
+        committed = read_channels(config, list(TeamState.__annotations__))
         # NOTE: the state a pass reads is committed: its log lines are written while it works.
         logged = write_committed_soon(runtime, committed, config)
         updates = run_pass(runtime, committed)

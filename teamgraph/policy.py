@@ -171,7 +171,3 @@ class Policy(BaseModel):
                     "give its name (found on PATH) or its absolute path"
                 )
         return value
-
-    def decider(self, kind: str) -> Decider:
-        """Who decides a request of ``kind`` (``ask``, ``plan``, ``member_plan``, ``approval``)."""
-        return getattr(self, kind)

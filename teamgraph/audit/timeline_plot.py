@@ -36,10 +36,9 @@ def _rows(timeline: Timeline) -> dict[str, int]:
 
 def _title(timeline: Timeline) -> str:
     agents = len([lane for lane in timeline.lanes if lane != "person"])
-    return (
-        f"Thread {timeline.thread} · {agents} agents · {timeline.count('model')} model calls · "
-        f"{len(timeline.arrows)} messages · {timeline.duration:.2f} s"
-    )
+    counts = (agents, "agent"), (timeline.count("model"), "model call"), (len(timeline.arrows), "message")
+    parts = [f"{n} {noun}{'' if n == 1 else 's'}" for n, noun in counts]
+    return " · ".join([f"Thread {timeline.thread}", *parts, f"{timeline.duration:.2f} s"])
 
 
 def draw_png(timeline: Timeline, *, width: float = 12.0) -> bytes:
@@ -77,18 +76,19 @@ def draw_png(timeline: Timeline, *, width: float = 12.0) -> bytes:
 
 
 def _draw_spans(ax: Any, timeline: Timeline, rows: dict[str, int]) -> None:
+    gap = timeline.duration / 250  # NOTE: back-to-back model calls of one agent stay apart
     for span in timeline.spans:
         style = STYLE[span.kind]
         waiting = span.kind.startswith("wait")
+        width = span.end - span.start - (0 if waiting else gap)
         ax.broken_barh(
-            [(span.start, max(span.end - span.start, timeline.duration / 400))],
+            [(span.start, max(width, timeline.duration / 400))],
             (rows[span.lane] - _BAR / 2, _BAR),
             facecolors=style["color"],
             alpha=0.35 if waiting else 0.9,
             hatch=style["hatch"],
-            # NOTE: a white edge keeps back-to-back model calls apart.
-            edgecolor=style["color"] if waiting else "white",
-            linewidth=0.5 if waiting else 1.2,
+            edgecolor=style["color"],
+            linewidth=0.5,
         )
     for mark in timeline.marks:
         y = rows[mark.lane]

@@ -472,9 +472,22 @@ SLOW_TESTS = frozenset(
 )
 
 
+SLOW_PARAMS = {"test_the_outcome_of_a_call_does_not_depend_on_what_the_callee_did_meanwhile": ("scheduling", "auto")}
+"""Parametrized matrices whose second half is slow: tests/test_races.py's interleavings run under the
+default scheduler in the fast loop, and under lockstep too in the full run."""
+
+
+def _slow(item: pytest.Item) -> bool:
+    name = getattr(item, "originalname", item.name)
+    if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())) or name in SLOW_TESTS:
+        return True
+    param = SLOW_PARAMS.get(name)
+    callspec = getattr(item, "callspec", None)
+    return param is not None and callspec is not None and callspec.params.get(param[0]) == param[1]
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark slow the tests that need PostgreSQL and the named new-process tests (``-m "not slow"`` skips them)."""
+    """Mark slow the tests that need PostgreSQL, the named new-process tests and half the race matrix."""
     for item in items:
-        name = getattr(item, "originalname", item.name)
-        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())) or name in SLOW_TESTS:
+        if _slow(item):
             item.add_marker(pytest.mark.slow)

@@ -1,8 +1,10 @@
 """The end of a run: what the team did, and what to type next.
 
-:func:`print_summary` prints the Team Leader's report, who did what, the
-requests and their answers, the files the agents wrote and where the SQLite file
-is; :func:`print_hints` prints the `history` and `threads` commands for the thread.
+:func:`print_summary` prints the Team Leader's report on the latest task (or says
+there is none: an earlier task's report is never shown as this one's), who did what,
+the requests and their answers, the files the agents wrote and where the threads are
+saved (SQLite or PostgreSQL); :func:`print_hints` prints the `history` and `threads`
+commands for the thread.
 """
 
 from __future__ import annotations

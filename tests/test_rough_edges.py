@@ -226,6 +226,18 @@ def test_connection_errors_name_the_endpoint() -> None:
     assert "127.0.0.1:9" in error_text(wrapped)[0]
 
 
+def test_a_model_that_cannot_connect_names_its_endpoint_in_code() -> None:
+    from teamgraph.models.openai import TeamChatOpenAI
+
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    model = TeamChatOpenAI(model="gpt-test", api_key="k", base_url=f"http://127.0.0.1:{port}/v1", max_retries=0)
+    for call in (lambda: model.invoke("hi"), lambda: list(model.stream("hi"))):
+        with pytest.raises(openai.APIConnectionError, match=rf"cannot reach http://127\.0\.0\.1:{port}/v1/chat"):
+            call()
+
+
 def test_resume_hints_mask_the_database_password(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(settings, "db", "postgresql://bob:s3cret@db.example:5432/team")
     hint = resume_command("t1")

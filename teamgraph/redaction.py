@@ -98,3 +98,26 @@ def redact_value(value: Any) -> Any:
     if isinstance(value, str):
         return redact(value)
     return value
+
+
+def redact_url(url: str) -> str:
+    """``url`` with its password (``user:***@host``) and secret-looking query values masked.
+
+    For messages that name a database or an endpoint (resume hints, connection errors).
+    A string that is not a URL with a host comes back unchanged.
+    """
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    if not parts.netloc:
+        return url
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, _, host = netloc.rpartition("@")
+        user, colon, _ = userinfo.partition(":")
+        netloc = f"{user}:{MASK}@{host}" if colon else netloc
+    query = redact(parts.query) if parts.query else parts.query
+    return urlunsplit(parts._replace(netloc=netloc, query=query))

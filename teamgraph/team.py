@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -11,16 +11,20 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.graph.state import CompiledStateGraph
 
+from teamgraph.audit.report import run_report
 from teamgraph.audit.stats import TeamStats, team_stats
+from teamgraph.audit.timeline import Timeline, build_timeline
 from teamgraph.audit.tokens import check_prices, with_tokens
 from teamgraph.checkpoints import DB_FILE, open_checkpointer
 from teamgraph.governance.matrix import PermissionMatrix
 from teamgraph.graph.build import build_team_graph
+from teamgraph.models import ModelNotConfiguredError, ScriptedChatModel
 from teamgraph.nodes.model_view import context_budget, model_view, without_markers
 from teamgraph.policy import Policy
 from teamgraph.runtime import Clock, ModelSpec, SystemClock, TeamRuntime, TokenCounter
 from teamgraph.team_checks import check_arguments, check_home_writable, check_roles_dir, check_tools
 from teamgraph.tools import builtin_tool_names
+from teamgraph.tools.plain import as_tools
 
 DEFAULT_HOME = ".teamgraph"
 HistoryView = Literal["full", "model"]
@@ -48,7 +52,7 @@ class Team:
         home: str | Path = DEFAULT_HOME,
         checkpointer: Any = None,
         clock: Clock | None = None,
-        tools: Sequence[BaseTool] | Mapping[str, Sequence[BaseTool]] = (),
+        tools: Sequence[BaseTool | Callable[..., Any]] | Mapping[str, Sequence[BaseTool | Callable[..., Any]]] = (),
         token_counter: TokenCounter | None = None,
         prices: Mapping[str, Mapping[str, float]] | None = None,
         permissions: PermissionMatrix | Mapping[str, Any] | str | Path | None = None,
@@ -69,7 +73,10 @@ class Team:
                 LangGraph checkpointer.
             clock: Where time is read (tests pass their own).
             tools: Your own tools: a list every member gets, or a mapping from
-                role id to tools (the key ``"*"`` meaning every member).
+                role id to tools (the key ``"*"`` meaning every member). A tool is a
+                LangChain tool (``@tool``) or a plain function with a docstring and
+                annotated parameters, wrapped as ``tool(fn)`` would
+                (``teamgraph/tools/plain.py``; otherwise ``ToolDefinitionError``).
             token_counter: Counts the tokens of a model call's messages, to keep every
                 agent inside ``Policy.context_tokens``; None: LangChain's approximation,
                 scaled by the usage the provider reports.
@@ -101,19 +108,20 @@ class Team:
             project=project,
         )
         check_roles_dir(roles_dir)
-        extra = check_tools(tools, builtin_tool_names)
-        self.runtime = TeamRuntime(
-            home=Path(home),
-            policy=policy or Policy(),
-            model=model,
-            roles_dir=Path(roles_dir) if roles_dir is not None else None,
-            clock=clock or SystemClock(),
-            extra_tools={role: list(ts) for role, ts in extra.items()},
-            token_counter=token_counter,
-            prices=None if prices is None else check_prices(prices),
-            permissions=permissions,
-            project=project,
-        )
+        # NOTE: plain functions become tools first; then a tool named like a built-in is refused.
+        extra = check_tools(as_tools(tools) if isinstance(tools, (Mapping, list, tuple)) else tools, builtin_tool_names)
+        self._settings: dict[str, Any] = {
+            "home": Path(home),
+            "policy": policy or Policy(),
+            "roles_dir": Path(roles_dir) if roles_dir is not None else None,
+            "clock": clock or SystemClock(),
+            "extra_tools": {role: list(ts) for role, ts in extra.items()},
+            "token_counter": token_counter,
+            "prices": None if prices is None else check_prices(prices),
+            "permissions": permissions,
+            "project": project,
+        }
+        self.runtime = TeamRuntime(model=model, **self._settings)
         unknown = sorted(set(extra) - {"*", *self.runtime.roles})
         if unknown:
             raise ValueError(
@@ -122,6 +130,7 @@ class Team:
             )
         self._checkpointer = checkpointer
         self._graph: CompiledStateGraph | None = None
+        self._reader: CompiledStateGraph | None = None
 
     @property
     def home(self) -> Path:
@@ -145,12 +154,31 @@ class Team:
             PermissionError: The home folder cannot be written (checked now, before any run).
         """
         check_home_writable(self.home)
+        self._graph = build_team_graph(self.runtime, checkpointer=self._saver())
+        return self._graph
+
+    def _saver(self) -> Any:
         if self._checkpointer is None or isinstance(self._checkpointer, (str, Path)):
             db = None if self._checkpointer is None else self._checkpointer
             self._checkpointer = open_checkpointer(db, home=self.home)
-        saver = None if self._checkpointer is False else self._checkpointer
-        self._graph = build_team_graph(self.runtime, checkpointer=saver)
-        return self._graph
+        return None if self._checkpointer is False else self._checkpointer
+
+    def _reading_graph(self) -> CompiledStateGraph:
+        """The compiled graph; without a model, a graph that only reads (reading calls no model).
+
+        NOTE: the graph's nodes are built with their models, so a team with no model
+        configured reads its threads through a graph of the same shape whose model is
+        never called; ``compile()`` and running still need the real model.
+        """
+        if self._graph is not None:
+            return self._graph
+        if self._reader is None:
+            try:
+                return self.compile()
+            except ModelNotConfiguredError:
+                reader = TeamRuntime(model=ScriptedChatModel({}), **self._settings)
+                self._reader = build_team_graph(reader, checkpointer=self._saver())
+        return self._reader
 
     @property
     def graph(self) -> CompiledStateGraph:
@@ -158,8 +186,33 @@ class Team:
         return self._graph or self.compile()
 
     def state(self, config: RunnableConfig) -> dict[str, Any]:
-        """The thread's current state values."""
-        return self.graph.get_state(config).values
+        """The thread's current state values (no model needed)."""
+        return self._reading_graph().get_state(config).values
+
+    def report(self, config: RunnableConfig) -> str | None:
+        """The Team Leader's report for the thread's latest task, or None if that run ended without one.
+
+        A follow-up task that was stopped, ran out of budget or was never answered gives
+        None here, not the previous task's report (which stays in ``state["messages"]``).
+        """
+        return run_report(self.state(config))
+
+    def timeline(self, config: RunnableConfig) -> Timeline:
+        """The thread's run as one lane per agent over time, read from its checkpoints (no model needed).
+
+        Example:
+            ```python
+            timeline = team.timeline(config)
+            timeline.save("run.png")    # or "run.html" (interactive); in a notebook it shows itself
+            timeline.count("model")     # model calls drawn
+            ```
+
+        Drawing needs the ``timeline`` extra (matplotlib, plotly); the data does not.
+        """
+        graph = self._reading_graph()
+        checkpoints = [(s.created_at, s.values) for s in graph.get_state_history(config) if s.created_at]
+        thread = str((config.get("configurable") or {}).get("thread_id", ""))
+        return build_timeline(thread, checkpoints)
 
     def history(self, config: RunnableConfig, display_name: str, view: HistoryView = "full") -> list[BaseMessage]:
         """One agent's own conversation in a thread.
@@ -190,7 +243,7 @@ class Team:
 
     async def astate(self, config: RunnableConfig) -> dict[str, Any]:
         """The thread's current state values (async)."""
-        return (await self.graph.aget_state(config)).values
+        return (await self._reading_graph().aget_state(config)).values
 
     async def ahistory(
         self, config: RunnableConfig, display_name: str, view: HistoryView = "full"

@@ -206,6 +206,7 @@ KILL_POINTS = [
 ]
 
 
+@pytest.mark.slow
 def test_a_run_killed_at_ten_points_and_resumed_writes_each_line_once(tmp_path, login_run):
     expected = log_lines(login_run.home)
     assert len(expected) > 12

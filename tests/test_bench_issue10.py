@@ -8,8 +8,12 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from bench import targets_issue10
 from bench.fake_langsmith import FakeLangSmith
+
+pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -425,6 +425,7 @@ def test_a_rejected_plan_goes_back_to_the_leader(tmp_path: Path) -> None:
     assert "Understood: no plan, nothing to do." in result.stdout
 
 
+@pytest.mark.slow
 def test_a_pause_answered_at_a_real_terminal(tmp_path: Path) -> None:
     pexpect = pytest.importorskip("pexpect")
     model = script(tmp_path, PLAN_AND_ASK)

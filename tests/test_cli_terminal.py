@@ -67,6 +67,7 @@ def assert_names_whole(text: str, names: tuple[str, ...], columns: int) -> None:
         assert "…" not in cell or not any(cell.startswith(n[:4]) for n in names), cell
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("columns", [80, 120])
 def test_tables_keep_names_statuses_and_ids_whole(tmp_path: Path, columns: int) -> None:
     text, status = run_to_end(tmp_path, "demo", "--latency", "0.05", columns=columns)
@@ -94,6 +95,7 @@ def test_tables_keep_names_statuses_and_ids_whole(tmp_path: Path, columns: int) 
     assert_names_whole(roles, ("full-stack-engineer", "project-manager"), columns)
 
 
+@pytest.mark.slow
 def test_ctrl_c_waits_for_the_calls_in_flight_then_resume_finishes(tmp_path: Path) -> None:
     pexpect = pytest.importorskip("pexpect")
     child = spawn_cli(tmp_path, "demo", "--latency", "1.5", columns=120)
@@ -112,7 +114,7 @@ def test_ctrl_c_waits_for_the_calls_in_flight_then_resume_finishes(tmp_path: Pat
 
     home = str(tmp_path / ".teamgraph")
     listed = invoke("threads", "--home", home)
-    assert re.search(r"^demo-1\s.*\brunning\b", listed.stdout, re.M), listed.stdout
+    assert re.search(r"^demo-1\s.*\bstopped\b", listed.stdout, re.M), listed.stdout
 
     resumed = invoke("resume", "demo-1", "--home", home)
     assert resumed.exit_code == 0, resumed.output
@@ -120,6 +122,7 @@ def test_ctrl_c_waits_for_the_calls_in_flight_then_resume_finishes(tmp_path: Pat
     assert re.search(r"^demo-1\s.*\bdone\b", invoke("threads", "--home", home).stdout, re.M)
 
 
+@pytest.mark.slow
 def test_a_second_ctrl_c_quits_at_once_without_a_traceback(tmp_path: Path) -> None:
     pexpect = pytest.importorskip("pexpect")
     child = spawn_cli(tmp_path, "demo", "--latency", "5", columns=120)

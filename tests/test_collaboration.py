@@ -850,6 +850,7 @@ def _load(path: Path):
     return module
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["crash", "pause"])
 def test_each_message_is_delivered_exactly_once_after_a_resume_in_a_new_process(tmp_path, mode):
     module_path = tmp_path / "resume_team.py"

@@ -12,6 +12,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 from conftest import assert_each_message_once
 from context_fixtures import LEADER, R1, fetch_page, markers
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -160,6 +161,7 @@ CRASH_MODULE = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_a_kill_9_during_a_compaction_resumes_cleanly(tmp_path):
     module = str(tmp_path / "crash_team.py")
     Path(module).write_text(CRASH_MODULE)

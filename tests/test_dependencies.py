@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
@@ -151,6 +152,7 @@ def _problems(imports: list[Import]) -> Iterator[str]:
             )
 
 
+@pytest.mark.slow  # NOTE: maps every import to an installed file (seconds)
 def test_every_imported_distribution_is_declared():
     imports = third_party_imports()
     assert imports, "no third-party import found: the scan is broken"

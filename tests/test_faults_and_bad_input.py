@@ -139,7 +139,7 @@ def test_failure_13_a_missing_roles_dir_is_an_error(tmp_path):
         ("checkpointer", True),
         ("clock", "now"),
         ("tools", "write_file"),
-        ("tools", [print]),
+        ("tools", [42]),
         ("token_counter", 7),
         ("prices", ["gpt"]),
         ("permissions", 12),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage
@@ -18,6 +19,9 @@ from teamgraph.calls import VirtualCallPool
 from teamgraph.messaging.envelopes import LEADER
 from tests.invariants import assert_team_invariants
 from tests.scripting import act, call
+
+# NOTE: property-based exploration (hundreds of random runs): in CI, not in the fast loop.
+pytestmark = pytest.mark.slow
 
 MEMBERS = ["Member_1", "Member_2", "Member_3"]
 ROLE = """---

@@ -254,6 +254,7 @@ NEW_PROCESS = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_an_approval_given_from_a_new_process_performs_the_operation(hitl_team, team_home):
     skills.write_skill(team_home, skill("old-skill"))
     script = {

@@ -845,6 +845,7 @@ RESUME_IN_NEW_PROCESS = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_a_pause_is_resumed_by_a_new_process_over_the_same_sqlite_file(hitl_team, team_home):
     script = {
         LEADER: [act(create(), create("ui-operator", "Clean the build.")), "", "Final report."],

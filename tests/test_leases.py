@@ -38,6 +38,7 @@ SLOW_TEAM = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_a_second_process_is_refused_while_a_run_holds_the_thread_then_may_go_on(tmp_path):
     home, started = tmp_path / "home", tmp_path / "started"
     script = tmp_path / "slow_team.py"
@@ -60,6 +61,7 @@ def test_a_second_process_is_refused_while_a_run_holds_the_thread_then_may_go_on
     assert out["messages"][-1].content == "Again."
 
 
+@pytest.mark.slow
 def test_a_lease_whose_holder_died_is_taken_over(tmp_path):
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     folder = tmp_path / LEASES_DIR

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow
+
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 kernelspec = pytest.importorskip("jupyter_client.kernelspec")
@@ -68,7 +70,7 @@ def test_notebook_is_stored_with_its_outputs(path: Path) -> None:
     assert not errors, f"{path.name} was saved with an error: {errors}"
 
 
-def test_the_quickstart_shows_the_team_graph_as_a_picture() -> None:
+def test_the_quickstart_shows_the_run_and_the_team_graph_as_pictures() -> None:
     book = nbformat.read(NOTEBOOKS_DIR / "01_quickstart.ipynb", as_version=4)
     images = [
         base64.b64decode(out["data"]["image/png"])
@@ -77,9 +79,9 @@ def test_the_quickstart_shows_the_team_graph_as_a_picture() -> None:
         for out in cell.outputs
         if "image/png" in out.get("data", {})
     ]
-    assert len(images) == 1
+    assert len(images) == 2  # the run's timeline, then the team graph
     # NOTE: router, human, start and end: a small picture, but a drawn one (an empty figure is ~2 KB).
-    assert images[0].startswith(b"\x89PNG") and len(images[0]) > 5_000
+    assert all(image.startswith(b"\x89PNG") and len(image) > 5_000 for image in images)
 
 
 def test_draw_png_draws_the_team_offline(tmp_path: Path) -> None:

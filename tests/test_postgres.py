@@ -21,6 +21,8 @@ from teamgraph import ScriptedChatModel, Team
 from teamgraph.checkpoints import close_checkpointer, describe_db, open_checkpointer, thread_ids
 from teamgraph.cli import app
 
+pytestmark = pytest.mark.slow
+
 runner = CliRunner()
 
 

@@ -34,6 +34,8 @@ import pytest
 langgraph_sdk = pytest.importorskip("langgraph_sdk")
 from langgraph_sdk import get_sync_client  # noqa: E402
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = REPO / "langgraph.json"
 DEMO = REPO / "teamgraph" / "demo" / "demo.yaml"

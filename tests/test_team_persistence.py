@@ -137,6 +137,7 @@ def database(request, monkeypatch) -> str:
     return "postgres"
 
 
+@pytest.mark.slow
 def test_a_new_process_resumes_a_crashed_run_and_continues_the_thread(make_team, tmp_path, database):
     module_path = tmp_path / "login_team.py"
     module_path.write_text(TEAM_MODULE, encoding="utf-8")

@@ -63,6 +63,7 @@ STOPPED_CHILD = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_a_process_whose_run_was_interrupted_exits_with_a_model_call_in_flight(tmp_path: Path):
     # NOTE: the call in flight sleeps 600 s: a process that waited for it times out here.
     out = subprocess.run(

@@ -65,6 +65,7 @@ class TeamStats(TypedDict):
     agents: dict[str, AgentStats]
     team: TokenUsage
     pairs: list[PairStats]
+    """Who called whom; the person is one party, ``user``, and a rejection counts as a success (a decision)."""
     failing_patterns: list[dict[str, Any]]
     requests: list[RequestTiming]
 
@@ -114,6 +115,37 @@ def _seconds(opened: str | None, closed: str | None) -> float | None:
     return (datetime.fromisoformat(closed) - datetime.fromisoformat(opened)).total_seconds()
 
 
+PERSON_NAMES = frozenset({"human", "user"})
+"""The log names the person ``user`` (tasks, replies) or ``human`` (requests routed to a person): one person."""
+
+
+def _person(name: str) -> str:
+    return "user" if name in PERSON_NAMES else name
+
+
+def _decided(event: Any, requests: Mapping[str, Any]) -> bool:
+    """Whether ``event`` closes a request by a decision (a rejection is one, not a failure)."""
+    rid = event.content.split(" ", 1)[0]
+    return (requests.get(rid) or {}).get("status") == "rejected"
+
+
+def _pairs(values: Mapping[str, Any], policy: Policy) -> list[PairStats]:
+    """Calls between agents (and the person), from the log's events: count, successes, failures."""
+    pairs: dict[tuple[str, str], PairStats] = {}
+    requests = values.get("requests") or {}
+    events, _ = derive_events(values, new_cursor(), now="1970-01-01 00:00:00", policy=policy)
+    for event in events:
+        if event.kind != "call" or event.content.startswith("message msg_"):
+            continue  # NOTE: deliveries repeat the calls that sent them
+        sender, receiver = _person(event.sender), _person(event.receiver)
+        pair = pairs.setdefault(
+            (sender, receiver), PairStats(sender=sender, receiver=receiver, count=0, success=0, failed=0)
+        )
+        pair["count"] += 1
+        pair["success" if event.result == "success" or _decided(event, requests) else "failed"] += 1
+    return sorted(pairs.values(), key=lambda p: (-p["count"], p["sender"], p["receiver"]))
+
+
 def team_stats(
     values: Mapping[str, Any], *, prices: Mapping[str, Price] | None = None, policy: Policy | None = None
 ) -> TeamStats:
@@ -146,17 +178,7 @@ def team_stats(
             tokens=tokens[name],
             recovery_calls=_recoveries(outcomes),
         )
-    pairs: dict[tuple[str, str], PairStats] = {}
-    events, _ = derive_events(values, new_cursor(), now="1970-01-01 00:00:00", policy=policy or Policy())
-    for event in events:
-        if event.kind != "call" or event.content.startswith("message msg_"):
-            continue  # NOTE: deliveries repeat the calls that sent them
-        pair = pairs.setdefault(
-            (event.sender, event.receiver),
-            PairStats(sender=event.sender, receiver=event.receiver, count=0, success=0, failed=0),
-        )
-        pair["count"] += 1
-        pair["success" if event.result == "success" else "failed"] += 1
+    pairs = _pairs(values, policy or Policy())
     timings = [
         RequestTiming(id=rid, kind=str(r["kind"]), status=str(r["status"]), seconds=seconds)
         for rid, r in (values.get("requests") or {}).items()
@@ -165,7 +187,7 @@ def team_stats(
     return TeamStats(
         agents=agents,
         team=add_usage(tokens.values()),
-        pairs=sorted(pairs.values(), key=lambda p: (-p["count"], p["sender"], p["receiver"])),
+        pairs=pairs,
         failing_patterns=[{"pattern": p, "count": n} for p, n in patterns.most_common()],
         requests=timings,
     )

@@ -98,3 +98,20 @@ def hold_thread(home: Path, thread_id: str) -> Iterator[None]:
             _HELD.discard(str(path))
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
+
+
+def lease_holder(home: Path, thread_id: str) -> dict | None:
+    """Who runs ``thread_id`` now: the live holder's record (pid, host, since), or None.
+
+    A lease left by a process that is gone (Ctrl-C'd twice, killed) holds nothing: the
+    thread is stopped, not running.
+    """
+    path = Path(home) / LEASES_DIR / _file_name(thread_id)
+    try:
+        holder = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(holder, dict):
+        return None
+    with _HELD_LOCK:
+        return None if _holder_is_gone(holder, path) else holder

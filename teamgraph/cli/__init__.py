@@ -6,12 +6,17 @@ Commands:
     resume <thread>           continue a paused (or interrupted) thread
     threads                   the threads in the home folder's SQLite file
     history <thread>          every agent's conversation in a thread
+    stats <thread>            calls, tokens, errors, who called whom, response times
+    export <thread>           a thread as Markdown, JSON or SQLite
+    timeline <thread>         a picture of the run: one lane per agent over time (PNG or HTML)
     log show|verify <thread>  a thread's collaboration log; verify its hash chain
     roles [show ID]           the roles a team can use
 
-Exit codes: 0 done; 1 error; 2 no model configured (or bad usage); 3 the run is
-paused for a person and nobody at the terminal can answer (answer with
-``teamgraph resume <thread> --answer id=value``); 130 interrupted (Ctrl-C).
+Exit codes: 0 done, with the Team Leader's report; 1 error; 2 no model configured (or
+bad usage); 3 the run is paused for a person and nobody at the terminal can answer
+(answer with ``teamgraph resume <thread> --answer id=value``); 4 the run ended without
+a new report on the latest task (stopped, out of budget, or the leader never replied;
+``Team.report(config)`` is None); 130 interrupted (Ctrl-C).
 
 Errors are one line (``Error: ...``); ``teamgraph --debug ...`` shows the traceback.
 
@@ -34,6 +39,7 @@ from teamgraph.cli.errors import (
     EXIT_ERROR,
     EXIT_INTERRUPTED,
     EXIT_NO_MODEL,
+    EXIT_NO_REPORT,
     EXIT_PAUSED,
     CLIError,
 )
@@ -44,6 +50,7 @@ __all__ = [
     "EXIT_ERROR",
     "EXIT_INTERRUPTED",
     "EXIT_NO_MODEL",
+    "EXIT_NO_REPORT",
     "EXIT_PAUSED",
     "CLIError",
     "Session",

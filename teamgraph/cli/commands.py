@@ -23,7 +23,7 @@ from teamgraph.cli.history import print_history
 from teamgraph.cli.live import Session
 from teamgraph.cli.logs import log_app
 from teamgraph.cli.output import Column, console, display_path, fit_table
-from teamgraph.cli.reports import export_command, stats_command
+from teamgraph.cli.reports import export_command, stats_command, timeline_command
 from teamgraph.cli.teams import (
     MODEL_ENV,
     make_policy,
@@ -43,6 +43,7 @@ from teamgraph.cli.threads import (
     thread_config,
     threads_table,
 )
+from teamgraph.models.factory import known_providers
 from teamgraph.team import DEFAULT_HOME
 
 app = typer.Typer(
@@ -76,7 +77,8 @@ ModelOption = Annotated[
     typer.Option(
         "--model",
         "-m",
-        help=f"Model: openai:<name> or scripted:<path.yaml> (default: ${MODEL_ENV}).",
+        help=f"Model: <provider>:<name> or scripted:<path.yaml> (default: ${MODEL_ENV}). Providers (those of "
+        f"langchain's init_chat_model, each with its package installed): {', '.join(known_providers())}.",
     ),
 ]
 AnswerOption = Annotated[
@@ -305,6 +307,7 @@ def history(
 
 app.command("stats")(friendly(stats_command))
 app.command("export")(friendly(export_command))
+app.command("timeline")(friendly(timeline_command))
 app.add_typer(log_app, name="log")
 
 

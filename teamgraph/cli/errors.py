@@ -26,6 +26,8 @@ from teamgraph.redaction import redact
 EXIT_ERROR = 1
 EXIT_NO_MODEL = 2
 EXIT_PAUSED = 3
+EXIT_NO_REPORT = 4
+"""The run ended without a new report from the Team Leader on the latest task."""
 EXIT_INTERRUPTED = 130
 
 settings: dict[str, Any] = {"debug": False}
@@ -40,9 +42,27 @@ class CLIError(Exception):
         self.code = code
 
 
+def endpoint_of(exc: BaseException) -> str | None:
+    """The URL of the HTTP request behind ``exc`` (or an exception it was raised from), password masked."""
+    from teamgraph.redaction import redact_url
+
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        url = getattr(getattr(current, "request", None), "url", None)
+        if url:
+            return redact_url(str(url))
+        current = current.__cause__ or current.__context__
+    return None
+
+
 def error_text(exc: BaseException) -> tuple[str, int]:
-    """The one-line message (secrets masked) and exit code for an exception."""
+    """The one-line message (secrets masked) and exit code for an exception (a failed HTTP request names its URL)."""
     message, code = _error_text(exc)
+    url = endpoint_of(exc)
+    if url and url not in message:
+        message = f"{message.rstrip('.')} (endpoint {url})."
     return redact(message), code
 
 

@@ -1,4 +1,8 @@
-"""`teamgraph history`: each agent's own conversation, printed message by message."""
+"""`teamgraph history`: each agent's own conversation, printed message by message.
+
+Text is wrapped at the terminal's width between words, indented under its message's
+head (a word longer than a line is folded); piped output is as wide as ``COLUMNS``.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,8 @@ from typing import Any
 from rich.console import Console
 from rich.rule import Rule
 from rich.text import Text
+
+INDENT = 2
 
 
 def print_history(out: Console, name: str, record: Mapping[str, Any], messages: list[Any]) -> None:
@@ -36,13 +42,20 @@ def print_message(out: Console, message: Any) -> None:
     if not isinstance(content, str):
         content = json.dumps(content, ensure_ascii=False, default=str)
     if content.strip():
-        out.print(Text("  " + content.strip().replace("\n", "\n  ")), soft_wrap=True)
+        _indented(out, Text(content.strip()))
     for call in getattr(message, "tool_calls", None) or ():
         args = json.dumps(call.get("args", {}), ensure_ascii=False, default=str)
         line = Text.assemble(
-            ("  → ", "bold"), (call.get("name", "?"), "bold"), f"({args})", (f"  id {call.get('id')}", "dim")
+            ("→ ", "bold"), (call.get("name", "?"), "bold"), f"({args})", (f"  id {call.get('id')}", "dim")
         )
-        out.print(line, soft_wrap=True)
+        _indented(out, line)
     for call in getattr(message, "invalid_tool_calls", None) or ():
-        text = f"  → invalid tool call {call.get('name')}: {call.get('args')!r} ({call.get('error')})"
-        out.print(Text(text, style="red"), soft_wrap=True)
+        text = f"→ invalid tool call {call.get('name')}: {call.get('args')!r} ({call.get('error')})"
+        _indented(out, Text(text, style="red"))
+
+
+def _indented(out: Console, text: Text) -> None:
+    """``text`` two columns in, wrapped between words (a word longer than a line folded)."""
+    for line in text.wrap(out, max(out.width - INDENT, 20), overflow="fold"):
+        line.rstrip()
+        out.print(Text(" " * INDENT) + line, soft_wrap=True)

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import typer
 from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.live import Live
@@ -24,6 +25,7 @@ from teamgraph.audit.thread_log import flush_log
 from teamgraph.cli.answers import Answerer
 from teamgraph.cli.errors import (
     EXIT_INTERRUPTED,
+    EXIT_NO_REPORT,
     EXIT_PAUSED,
     CLIError,
     error_text,
@@ -262,11 +264,17 @@ class Session:
         return self.graph.get_state(self.config).values or {}
 
     def run(self, payload: Any) -> None:
-        """:meth:`drive` the thread, then print the summary and the commands to try next."""
+        """:meth:`drive` the thread, then print the summary and the commands to try next.
+
+        Raises:
+            typer.Exit: With ``EXIT_NO_REPORT`` when the run ended without a new report.
+        """
         self.drive(payload)
         flush_log(self.team, self.config)  # NOTE: the run's last router pass is logged from committed state here
-        self.summary()
+        reported = self.summary()
         print_hints(self.out, self.thread, self.home, self.values().get("agents") or {})
+        if not reported:
+            raise typer.Exit(EXIT_NO_REPORT)
 
     # -- streaming ------------------------------------------------------------
 
@@ -370,6 +378,6 @@ class Session:
         """The requests the thread is paused on, by id (empty when it is not paused)."""
         return self.pause()[0]
 
-    def summary(self) -> None:
-        """Print the end-of-run summary (see :func:`~teamgraph.cli.summary.print_summary`)."""
-        print_summary(self.out, self.team, self.graph, self.thread)
+    def summary(self) -> bool:
+        """Print the end-of-run summary (see :func:`~teamgraph.cli.summary.print_summary`); whether it has a report."""
+        return print_summary(self.out, self.team, self.graph, self.thread)

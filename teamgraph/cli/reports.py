@@ -1,4 +1,4 @@
-"""``teamgraph stats`` and ``teamgraph export``: a thread's figures and its export.
+"""``teamgraph stats``, ``teamgraph export`` and ``teamgraph timeline``: a thread's figures, export and picture.
 
 The commands are plain functions with typer annotations; ``commands.py``
 registers them (this module does not import it).
@@ -7,6 +7,7 @@ registers them (this module does not import it).
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -20,7 +21,7 @@ from teamgraph.audit.tokens import team_tokens
 from teamgraph.cli.errors import CLIError
 from teamgraph.cli.output import Cell, Column, console, display_path, fit_table
 from teamgraph.cli.teams import reader_team
-from teamgraph.cli.threads import require_thread, thread_config
+from teamgraph.cli.threads import db_args, home_args, require_thread, thread_config
 from teamgraph.team import DEFAULT_HOME
 
 ThreadArg = Annotated[str, typer.Argument(metavar="THREAD", help="The thread.")]
@@ -116,6 +117,52 @@ def stats_command(
         if i:
             out.print()
         out.print(table)
+    out.print()
+    out.print(f"A picture of the run: {timeline_hint(thread, home)}", markup=False, soft_wrap=True)
+
+
+def timeline_hint(thread: str, home: Path | str) -> str:
+    """The command line that draws ``thread``'s timeline."""
+    return " ".join(["teamgraph", *db_args(), "timeline", shlex.quote(thread), *home_args(home)])
+
+
+TIMELINE_FORMATS = ("png", "html")
+
+
+def timeline_command(
+    thread: ThreadArg,
+    format: Annotated[str, typer.Option("--format", "-f", help="png (an image) or html (interactive).")] = "png",
+    out_path: Annotated[
+        Path | None,
+        typer.Option("--out", "-o", help="File to write (default: <home>/exports/THREAD-timeline.<format>)."),
+    ] = None,
+    home: HomeOpt = Path(DEFAULT_HOME),
+) -> None:
+    """Draw THREAD as one lane per agent over time: model calls, tool calls, waits, messages as arrows.
+
+    Reads the thread's checkpoints only (no model). Needs the ``timeline`` extra:
+    pip install 'teamgraph[timeline]'.
+    """
+    if format not in TIMELINE_FORMATS:
+        raise CLIError(f"Unknown --format {format!r}: use one of {', '.join(TIMELINE_FORMATS)}.")
+    require_thread(home, thread)
+    path = out_path or Path(home) / "exports" / f"{thread}-timeline.{format}"
+    if path.suffix.lower() != f".{format}":
+        raise CLIError(f"--out {path} does not end in .{format}: name the file so, or choose --format.")
+    timeline = reader_team(home).timeline(thread_config(thread))
+    try:
+        written = timeline.save(path)
+    except ImportError as exc:
+        raise CLIError(str(exc)) from None
+    lanes = len([lane for lane in timeline.lanes if lane != "person"])
+    console().print(
+        Text.assemble(
+            ("Timeline ", "bold"),
+            display_path(written),
+            f" ({lanes} agents, {timeline.count('model')} model calls, {len(timeline.arrows)} messages)",
+        ),
+        soft_wrap=True,
+    )
 
 
 def export_command(

@@ -1,8 +1,10 @@
 """The end of a run: what the team did, and what to type next.
 
-:func:`print_summary` prints the Team Leader's report, who did what, the
-requests and their answers, the files the agents wrote and where the SQLite file
-is; :func:`print_hints` prints the `history` and `threads` commands for the thread.
+:func:`print_summary` prints the Team Leader's report on the latest task (or says
+there is none: an earlier task's report is never shown as this one's), who did what,
+the requests and their answers, the files the agents wrote and where the threads are
+saved (SQLite or PostgreSQL); :func:`print_hints` prints the `history` and `threads`
+commands for the thread.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.text import Text
 
+from teamgraph.audit.report import run_report
 from teamgraph.audit.tokens import with_tokens
 from teamgraph.checkpoints.store import POSTGRES_SCHEMES
 from teamgraph.cli.output import (
@@ -49,19 +52,6 @@ def _files_written(histories: Mapping[str, list[Any]], project_dir: Path) -> lis
     return list(found.items())
 
 
-def _final_answer(messages: list[Any]) -> str:
-    """The text of the last AI message with any text (the Team Leader's report)."""
-    for message in reversed(messages or []):
-        if getattr(message, "type", "") == "ai":
-            content = message.content
-            if isinstance(content, list):  # content blocks: keep the text ones
-                content = "".join(b if isinstance(b, str) else str(b.get("text", "")) for b in content)
-            text = str(content or "")
-            if text.strip():
-                return text.strip()
-    return ""
-
-
 AGENT_COLUMNS = [
     Column("agent", style="bold"),
     Column("role", optional=True),
@@ -85,17 +75,25 @@ def _question_and_answer(request: Mapping[str, Any]) -> str:
     return f"{body} · {answer}" if answer else body
 
 
-def print_summary(out: Console, team: Any, graph: Any, thread: str) -> None:
-    """The end of a run: the leader's report, who did what, requests, files, where the SQLite file is."""
+def print_summary(out: Console, team: Any, graph: Any, thread: str) -> bool:
+    """The end of a run: the leader's report, who did what, requests, files, where the SQLite file is.
+
+    Returns:
+        Whether the latest task has a report (a follow-up task's run may end without one:
+        the previous task's report is then not shown as if it were this one's).
+    """
     values = graph.get_state(thread_config(thread)).values or {}
     agents = with_tokens(values, team.runtime.prices)
     requests = values.get("requests") or {}
 
-    final = _final_answer(values.get("messages") or [])
+    final = run_report(values)
     if final:
         out.print(Panel(Text(final), title="Team Leader's report", title_align="left", border_style="green"))
     else:
-        out.print(Text("The Team Leader has not reported yet.", style="yellow"))
+        out.print(
+            Text("No new report: the Team Leader has not reported on the latest task.", style="bold yellow"),
+            soft_wrap=True,
+        )
 
     rows: list[list[Cell]] = [
         [
@@ -132,6 +130,7 @@ def print_summary(out: Console, team: Any, graph: Any, thread: str) -> None:
     label = store_label(team.home)
     kind = "PostgreSQL: " if label.startswith(POSTGRES_SCHEMES) else "SQLite: "
     out.print(Text.assemble((kind, "bold"), label, f"  (thread {thread})"), soft_wrap=True)
+    return final is not None
 
 
 def print_hints(out: Console, thread: str, home: Path | str, agents: Iterable[str]) -> None:

@@ -37,7 +37,8 @@ def make_policy(*, base: Mapping[str, Any] | None = None, no_plan: bool = False,
     """A Policy from the CLI's defaults, ``base`` (saved or the demo's), and the flags.
 
     The CLI makes the Team Leader get its plan approved first (``require_plan``)
-    unless ``--no-plan``; fields of ``base`` the Policy lacks are skipped.
+    unless ``--no-plan``, which also lets a plan the leader proposes anyway pass
+    without asking you (``plan="leader"``); fields of ``base`` the Policy lacks are skipped.
     """
     from teamgraph.policy import Policy
 
@@ -45,7 +46,7 @@ def make_policy(*, base: Mapping[str, Any] | None = None, no_plan: bool = False,
     values: dict[str, Any] = {"require_plan": True}
     values.update({k: v for k, v in (base or {}).items() if k in fields})
     if no_plan:
-        values["require_plan"] = False
+        values.update(require_plan=False, plan="leader")
     for item in settings or ():
         key, sep, raw = item.partition("=")
         key = key.strip()

@@ -21,6 +21,7 @@ from langchain_core.runnables import RunnableConfig
 from rich.table import Table
 from rich.text import Text
 
+from teamgraph.checkpoints.lease import lease_holder
 from teamgraph.cli.errors import CLIError, settings
 from teamgraph.cli.output import Column, display_path, fit_table
 from teamgraph.records import BUSY
@@ -166,11 +167,15 @@ THREAD_COLUMNS = [
 _BUSY = BUSY
 
 
-def thread_state(snapshot: Any) -> Text:
-    """Where a thread is: failed, paused for you (or an agent), running (unfinished), or done.
+def thread_state(snapshot: Any, *, live: bool = False) -> Text:
+    """Where a thread is: failed, paused for you (or an agent), running, stopped, or done.
 
-    A thread stopped with Ctrl-C (or a crash) is "running": its agents were mid-work, and
-    ``teamgraph resume`` continues it.
+    Args:
+        snapshot: The thread's state snapshot.
+        live: Whether a run holds the thread's lease now.
+
+    An unfinished thread is "running" while a run holds its lease, else "stopped"
+    (Ctrl-C, a crash): ``teamgraph resume`` continues it.
     """
     values = snapshot.values or {}
     agents = values.get("agents") or {}
@@ -183,14 +188,15 @@ def thread_state(snapshot: Any) -> Text:
             rid for i in snapshot.interrupts if isinstance(i.value, dict) for rid in (i.value.get("requests") or {})
         )
         return Text(f"paused for you ({', '.join(ids)})" if ids else "paused for you", style="yellow")
+    unfinished = Text("running", style="green") if live else Text("stopped", style="yellow")
     if snapshot.next or snapshot.tasks:
-        return Text("running", style="green")
+        return unfinished
     pending = [r for r in (values.get("requests") or {}).values() if r.get("status") == "pending"]
     if pending:
         whom = sorted({str(r.get("to")) for r in pending})
         return Text(f"paused for {', '.join(whom)}", style="yellow")
     if any(a.get("status") in _BUSY for a in agents.values()):
-        return Text("running", style="green")
+        return unfinished
     return Text("done", style="green")
 
 
@@ -218,7 +224,7 @@ def threads_table(team: Any, ids: Iterable[str], *, width: int = 160) -> Table:
                 thread,
                 str(snapshot.created_at or "")[:19].replace("T", " "),
                 str(len(snapshot.values.get("agents") or {})),
-                thread_state(snapshot),
+                thread_state(snapshot, live=lease_holder(team.home, thread) is not None),
                 redact(str(task)),
             ]
         )

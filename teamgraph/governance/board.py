@@ -148,6 +148,28 @@ def work_event(board: Sequence[Task], *, agent: str, role_id: str, event: WorkEv
     return unblock(out)
 
 
+def leader_reported(board: Sequence[Task], *, leader: str, role_id: str) -> list[Task]:
+    """The board after the leader's report: its own open tasks whose dependencies are done are done.
+
+    The leader's tasks are those assigned to it, or planned for its role and unassigned
+    (a plan's "review and report" step). ``follow_work`` leaves the leader out, since its
+    turns end many times in a run; its report is what finishes its part.
+    """
+    by = f"{leader} (reported)"
+
+    def mine(task: Task) -> bool:
+        owner = task.get("assignee")
+        return owner == leader or (not owner and task.get("role_id") == role_id)
+
+    done = {t["id"] for t in board if mine(t) and t["status"] in ("todo", "in_progress") and not _waiting(board, t)}
+    if not done:
+        return list(board)
+    out = [
+        Task(**{**t, "status": "done", "assignee": leader, "updated_by": by}) if t["id"] in done else t for t in board
+    ]
+    return unblock(out)
+
+
 def render(board: Sequence[Task]) -> list[str]:
     """One line per task, highest priority first: for prompts, tools and the CLI."""
     order = sorted(

@@ -74,7 +74,8 @@ def on_step(ledger: Ledger, effect: StepEffect) -> None:
     else:
         _after_step(ledger, name, effect, text)
     if name == LEADER:
-        _leader_output(ledger, text, ended_turn=effect["ended_turn"])
+        step_id = ledger.histories[name][index].id if index is not None else None
+        _leader_output(ledger, text, ended_turn=effect["ended_turn"], step_id=step_id)
     else:
         member_output(ledger, name, text, ended_turn=effect["ended_turn"])
     if gone:
@@ -125,13 +126,19 @@ def _close_unheld_calls(ledger: Ledger, name: str, deferred: list[str], content:
         ledger.appends[name].append(result)
 
 
-def _leader_output(ledger: Ledger, text: str, *, ended_turn: bool) -> None:
-    """The leader's turn end is its reply to the user (or its turn in a ping-pong it started)."""
+def _leader_output(ledger: Ledger, text: str, *, ended_turn: bool, step_id: str | None = None) -> None:
+    """The leader's turn end is its reply to the user (or its turn in a ping-pong it started).
+
+    NOTE: the reply keeps the id of the leader's model message: LangGraph's ``messages``
+    stream mode emits a message a node writes unless one with its id was streamed
+    already, so the report, streamed token by token under the leader's tags, is not
+    streamed a second time, untagged, as the router's write.
+    """
     conversation = conversation_of(ledger, LEADER) if ended_turn else None
     if conversation is not None:
         continue_conversation(ledger, conversation, LEADER, text)
     elif ended_turn and text:
-        ledger.replies.append(AIMessage(content=text, name=LEADER))
+        ledger.replies.append(AIMessage(content=text, name=LEADER, id=step_id))
         ledger.team["reported"] = ledger.team.get("user_seen", 0)
 
 

@@ -10,7 +10,16 @@ from teamgraph.governance import board as task_board
 from teamgraph.ledger.book import Ledger
 from teamgraph.ledger.mail import notify
 from teamgraph.messaging import notices
-from teamgraph.records import BoardAddEffect, BoardEffect, EndowEffect, Task, TaskCreateEffect, TaskUpdateEffect
+from teamgraph.records import (
+    LEADER,
+    LEADER_ROLE_ID,
+    BoardAddEffect,
+    BoardEffect,
+    EndowEffect,
+    Task,
+    TaskCreateEffect,
+    TaskUpdateEffect,
+)
 
 
 def on_board(ledger: Ledger, effect: BoardEffect) -> None:
@@ -82,3 +91,7 @@ def follow_work(ledger: Ledger) -> None:
     """Task statuses follow the work: a member that starts, ends or fails its turn moves its tasks."""
     if ledger.team.get("board"):
         ledger.team["board"] = task_board.follow_work(ledger.team["board"], ledger.agents_before, ledger.agents)
+        if ledger.replies:  # NOTE: the leader answered the user in this pass: its report closes its own steps
+            ledger.team["board"] = task_board.leader_reported(
+                ledger.team["board"], leader=LEADER, role_id=LEADER_ROLE_ID
+            )

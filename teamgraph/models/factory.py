@@ -27,6 +27,7 @@ from pydantic import SecretStr
 from teamgraph.models.scripted import ScriptedChatModel
 
 __all__ = [
+    "known_providers",
     "ENV_VAR",
     "ModelNotConfiguredError",
     "ModelPackageMissingError",
@@ -170,6 +171,22 @@ def resolve_model(
     if own is not None:
         provider, target = own[0] or provider, own[1]
     return _build(provider, target, thinking_mode)
+
+
+_FALLBACK_PROVIDERS = ("anthropic", "azure_openai", "bedrock", "google_genai", "groq", "mistralai", "ollama", "openai")
+
+
+def known_providers() -> tuple[str, ...]:
+    """The providers ``init_chat_model`` knows (each needs its own langchain package installed).
+
+    NOTE: langchain keeps the list in a private name (``_BUILTIN_PROVIDERS``, langchain 1.x);
+    a release that moves it gives the common providers instead of failing the CLI's help.
+    """
+    try:
+        from langchain.chat_models.base import _BUILTIN_PROVIDERS
+    except ImportError:
+        return _FALLBACK_PROVIDERS
+    return tuple(sorted(_BUILTIN_PROVIDERS)) or _FALLBACK_PROVIDERS
 
 
 def _split(spec: str) -> tuple[str, str]:

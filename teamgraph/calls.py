@@ -58,6 +58,9 @@ class Calls(Protocol):
 class CallPool:
     """A team's model calls in flight, by (run, agent): ``run`` is the run's key (``teamgraph/runs.py``).
 
+    Each run has workers of its own (``workers``: ``Policy.max_parallel`` + 1), so
+    ``max_parallel`` limits one team's run, not every run the process serves.
+
     Attributes:
         draining: Runs that are stopping (the CLI's first Ctrl-C): no new call is started
             for them, and the scheduler waits for the ones running.
@@ -71,8 +74,9 @@ class CallPool:
 
     def _start(self) -> None:
         # NOTE: daemon threads: an interpreter that exits (a Ctrl-C) does not wait for the
-        # model calls in flight (teamgraph/workers.py).
-        self._executor = DaemonExecutor(workers=self._workers, name="teamgraph-call")
+        # model calls in flight (teamgraph/workers.py). One executor per run: concurrent teams
+        # (threads) in one process never wait for each other's calls; idle threads end.
+        self._executors: dict[str, DaemonExecutor] = {}
         self._futures: dict[tuple[str, str], tuple[int, Future[Answer]]] = {}
         self._lock = threading.Lock()
 
@@ -88,7 +92,10 @@ class CallPool:
             if held is not None and held[0] == seq:
                 return
             context = contextvars.copy_context()
-            self._futures[key] = (seq, self._executor.submit(context.run, call))
+            executor = self._executors.get(run)
+            if executor is None:
+                executor = self._executors[run] = DaemonExecutor(workers=self._workers, name="teamgraph-call")
+            self._futures[key] = (seq, executor.submit(context.run, call))
 
     def running(self, run: str, dispatches: Mapping[str, int]) -> dict[str, int]:
         """The dispatches whose call the pool holds (running or finished, not taken yet)."""
@@ -134,6 +141,7 @@ class CallPool:
         """
         with self._lock:
             futures = [self._futures.pop(key)[1] for key in [k for k in self._futures if k[0] == run]]
+            self._executors.pop(run, None)
         for future in futures:
             future.cancel()  # NOTE: one not started yet is never made; a running one ends unused
 

@@ -18,7 +18,10 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-__all__ = ["DaemonExecutor"]
+__all__ = ["LINGER_SECONDS", "DaemonExecutor"]
+
+LINGER_SECONDS = 2.0
+"""How long an idle worker waits for more work before its thread ends (a dropped team leaves none)."""
 
 T = TypeVar("T")
 
@@ -36,10 +39,12 @@ class DaemonExecutor:
     Args:
         workers: The most threads it starts (one more only when none is idle).
         name: The threads' name prefix.
+        linger: Seconds an idle thread waits for work before it ends.
     """
 
-    def __init__(self, *, workers: int, name: str) -> None:
+    def __init__(self, *, workers: int, name: str, linger: float = LINGER_SECONDS) -> None:
         self._workers = workers
+        self._linger = linger
         self._name = name
         self._queue: queue.SimpleQueue[_Work] = queue.SimpleQueue()
         self._idle = threading.Semaphore(0)
@@ -60,7 +65,16 @@ class DaemonExecutor:
 
     def _work(self) -> None:
         while True:
-            work = self._queue.get()
+            try:
+                work = self._queue.get(timeout=self._linger)
+            except queue.Empty:
+                with self._lock:
+                    # NOTE: a thread still counted idle ends; one whose idle mark a submitter
+                    # just took stays for the work that submitter queued.
+                    if self._idle.acquire(blocking=False):
+                        self._started -= 1
+                        return
+                continue
             if work.future.set_running_or_notify_cancel():
                 try:
                     result = work.fn(*work.args)

@@ -75,3 +75,40 @@ def test_a_process_whose_run_was_interrupted_exits_with_a_model_call_in_flight(t
     )
     assert "INTERRUPTED" in out.stdout, out.stderr[-2000:]
     assert out.returncode == 0, out.stderr[-2000:]
+
+
+def test_idle_workers_end_so_a_dropped_team_leaves_no_thread():
+    """Issue 31 (failure 12): each dropped Team left its pool's threads running."""
+    import threading as _threading
+    import time as _time
+
+    from teamgraph.workers import DaemonExecutor
+
+    executor = DaemonExecutor(workers=3, name="teamgraph-linger-test", linger=0.2)
+    futures = [executor.submit(_time.sleep, 0.05) for _ in range(3)]
+    for future in futures:
+        future.result(timeout=5)
+    deadline = _time.monotonic() + 10
+    while _time.monotonic() < deadline and any(
+        t.name.startswith("teamgraph-linger-test") for t in _threading.enumerate()
+    ):
+        _time.sleep(0.05)
+    assert not [t.name for t in _threading.enumerate() if t.name.startswith("teamgraph-linger-test")]
+    assert executor.submit(lambda: 7).result(timeout=5) == 7  # NOTE: a new thread starts for new work
+
+
+def test_each_run_has_workers_of_its_own():
+    """Issue 30 (capacity per run): two runs of a pool with one worker each make their calls at once."""
+    import threading as _threading
+
+    from teamgraph.calls import CallPool
+
+    pool = CallPool(workers=1)
+    both = _threading.Barrier(2, timeout=10)
+    pool.start("run-a", "Team Leader", 1, lambda: [both.wait()])
+    pool.start("run-b", "Team Leader", 1, lambda: [both.wait()])
+    pool.wait("run-a", {"Team Leader": 1}, every=True, timeout=20)
+    pool.wait("run-b", {"Team Leader": 1}, every=True, timeout=20)
+    for run in ("run-a", "run-b"):
+        future = pool.take(run, "Team Leader", 1)
+        assert future is not None and future.exception() is None  # NOTE: a shared worker would break the barrier

@@ -200,6 +200,8 @@ class Schedule(TypedDict, total=False):
     """Per request routed to the leader: how many reminders it got."""
     in_flight: dict[str, int]
     """Per agent with a step in flight: the dispatch number of that step."""
+    perform: dict[str, str]
+    """Per agent whose approved sensitive operation its node performs next: the request id."""
 
 
 class Conversation(TypedDict):
@@ -242,7 +244,7 @@ class TeamBook(Counters, RunBook, Schedule, WorkBook, total=False):
 
 EffectKind = Literal[
     "spawn", "deliver", "open", "answer", "escalate", "human_answer", "resume_error", "wait_output",
-    "terminate", "stop", "board", "board_add", "step", "taken", "task_create", "task_update", "endow",
+    "terminate", "stop", "board", "board_add", "step", "taken", "performed", "task_create", "task_update", "endow",
 ]  # fmt: skip
 
 
@@ -347,6 +349,12 @@ class TakenEffect(_Effect):
     seq: int
 
 
+class PerformedEffect(_Effect):
+    kind: Literal["performed"]
+    request_id: str
+    result: str
+
+
 class TaskCreateEffect(_Effect):
     kind: Literal["task_create"]
     title: str
@@ -372,6 +380,6 @@ class EndowEffect(_Effect):
 Effect: TypeAlias = (
     SpawnEffect | DeliverEffect | OpenEffect | AnswerEffect | EscalateEffect | HumanAnswerEffect
     | ResumeErrorEffect | WaitOutputEffect | TerminateEffect | StopEffect | BoardEffect | BoardAddEffect
-    | StepEffect | TakenEffect | TaskCreateEffect | TaskUpdateEffect | EndowEffect
+    | StepEffect | TakenEffect | PerformedEffect | TaskCreateEffect | TaskUpdateEffect | EndowEffect
 )  # fmt: skip
 """What a step (or the human gate) asks the router to do, discriminated by ``kind``."""

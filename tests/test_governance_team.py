@@ -175,6 +175,39 @@ def test_each_sensitive_operation_pauses_for_its_decider_and_acts_only_after_app
     assert run.requests()["approval_1"]["status"] == "approved"
 
 
+@pytest.mark.parametrize("operation", ["delete_skill", "run_unlisted_command"])
+def test_an_approved_operation_runs_in_its_requesters_node_never_in_the_routers_pass(
+    hitl_team, team_home, operation, monkeypatch
+):
+    """Issue 29 point 5: the pass records the approval; the requester's node performs the act."""
+    from langgraph.config import get_config
+
+    from teamgraph.governance import operations
+
+    role_id, sensitive, before, after = _prepare(team_home, operation)
+    member = {"skill-teacher": "Skill Teacher_1"}.get(role_id, "Full-Stack Engineer_1")
+    performed_in: list[str] = []
+    real = operations.perform
+
+    def spy(runtime, tool, args, ctx):
+        performed_in.append(get_config()["metadata"]["langgraph_node"])
+        return real(runtime, tool, args, ctx)
+
+    monkeypatch.setattr(operations, "perform", spy)
+    run = hitl_team(
+        {LEADER: [act(create(role_id)), *quiet()], member: [act(sensitive), "Done."]},
+        policy=Policy(approval="human"),
+        fresh=True,
+    )
+    run.send("Go")
+    run.resume({"approval_1": {"approve": True, "feedback": "fine"}})
+
+    assert after() and performed_in == [role_id]
+    (result,) = run.tool_texts(member, sensitive["name"])
+    assert result.startswith("approval_1 approved by the user. Feedback: fine.\n") and "Error" not in result
+    assert "perform" not in run.values["team"] or run.values["team"]["perform"] == {}
+
+
 def test_a_rejected_command_is_not_run_and_the_reason_comes_back(hitl_team, team_home):
     role_id, sensitive, before, _ = _prepare(team_home, "run_unlisted_command")
     member = "Full-Stack Engineer_1"

@@ -20,7 +20,7 @@ import teamgraph.ledger
 from teamgraph import Policy
 from teamgraph.calls import CallPool, VirtualCallPool
 from teamgraph.graph.router import HANDLERS, run_pass
-from teamgraph.ledger import lifecycle, liveness, mail, requests, turns
+from teamgraph.ledger import lifecycle, liveness, mail, requests, turns, waits
 from teamgraph.ledger.book import Ledger
 from teamgraph.messaging import effects, envelopes, notices, results
 from teamgraph.messaging.results import error_of
@@ -569,3 +569,15 @@ def test_the_pool_holds_only_the_dispatch_the_state_records():
     assert pool.take("t", DEV, 2) is None
     future = pool.take("t", DEV, 1)
     assert future is not None and future.result()[0].text == "one"
+
+
+def test_a_cancelled_call_drops_the_approved_operation_its_node_was_to_perform(runtime):
+    """Issue 29 point 5: a member stopped after its operation was approved, before its node
+    performed it: the operation is not performed (its call is closed as cancelled)."""
+    state = team_state(agent(DEV, status="waiting", turn=1))
+    state["team"]["perform"] = {DEV: "approval_1"}
+    ledger = Ledger(runtime, state)
+
+    waits.cancel_waits(ledger, DEV, "stopped")
+
+    assert ledger.team["perform"] == {}

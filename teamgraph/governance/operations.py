@@ -223,11 +223,24 @@ def execute_approved(
     call: GovernedCall = details["call"]
     if not approved:
         return f"{verdict} The operation {details['operation']} ({call['tool']}) was not performed."
+    return f"{verdict}\n{perform_approved(runtime, record, agents=agents)}"
+
+
+def perform_approved(
+    runtime: TeamRuntime, record: Mapping[str, Any], *, agents: Mapping[str, Mapping[str, Any]] | None = None
+) -> str:
+    """Perform the sensitive call an approved request carries; its result (an error text, never an exception).
+
+    Args:
+        runtime: The team runtime.
+        record: The approved request; its ``details`` are an ``Operation``.
+        agents: The thread's registry now (what the act must not break, e.g. a role in use).
+    """
+    call: GovernedCall = (record.get("details") or {})["call"]
     context = CallContext(**{**call["context"], "approved": True})
     if agents is not None:  # NOTE: what is in use when the act runs, not when it was asked for
         context = CallContext(**{**context, "roles_in_use": roles_in_use(agents)})
-    result = perform(runtime, call["tool"], dict(call["args"]), context)
-    return f"{verdict}\n{result}"
+    return perform(runtime, call["tool"], dict(call["args"]), context)
 
 
 def is_governed(record: Mapping[str, Any]) -> bool:
@@ -243,6 +256,7 @@ __all__ = [
     "Operation",
     "dump_matrix",
     "execute_approved",
+    "perform_approved",
     "is_governed",
     "perform",
 ]

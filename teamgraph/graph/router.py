@@ -48,6 +48,7 @@ HANDLERS: dict[str, Handler] = {
     effects.BOARD_ADD: work.on_board_add,
     effects.STEP: turns.on_step,
     effects.TAKEN: turns.on_taken,
+    effects.PERFORMED: requests.on_performed,
     effects.TASK_CREATE: work.on_task_create,
     effects.TASK_UPDATE: work.on_task_update,
     effects.ENDOW: work.on_endow,

@@ -56,9 +56,13 @@ def start_calls(runtime: TeamRuntime, step_for: StepFor, state: Mapping[str, Any
     if key in pool.draining:
         return
     in_flight = state.get("team", {}).get("in_flight", {})
+    performs = state.get("team", {}).get("perform", {})
     held = pool.running(key, in_flight)
     for agent, seq in in_flight.items():
         if agent in held:
+            continue
+        if agent in performs:
+            pool.start(key, agent, seq, _no_call)  # NOTE: its node performs an approved operation
             continue
         try:
             start = begin_step(runtime, step_for, state, agent, config)
@@ -69,7 +73,7 @@ def start_calls(runtime: TeamRuntime, step_for: StepFor, state: Mapping[str, Any
 
 
 def _no_call() -> None:
-    """A dispatch whose step cannot start: its node meets the reason."""
+    """A dispatch with no model call: its step cannot start (its node meets the reason), or it performs an operation."""
     return None
 
 

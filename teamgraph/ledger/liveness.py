@@ -33,8 +33,8 @@ def settle(ledger: Ledger) -> None:
         break_cycles(ledger)
         for name in list(ledger.agents):
             flush(ledger, name)
-        if any(rec["status"] == RUNNING for rec in ledger.agents.values()):
-            return
+        if any(rec["status"] == RUNNING for rec in ledger.agents.values()) or ledger.team.get("perform"):
+            return  # NOTE: an approved operation to perform is work: its requester's node runs next
         if remind_leader(ledger):
             continue
         if ledger.human_pending():

@@ -28,6 +28,7 @@ from teamgraph.records import (
     EscalateEffect,
     HumanAnswerEffect,
     OpenEffect,
+    PerformedEffect,
     Request,
     ResumeErrorEffect,
 )
@@ -288,12 +289,40 @@ def decide(ledger: Ledger, record: Request, *, approve: bool, feedback: str, by:
         if not record.get("call_id"):
             post(ledger, record["from"], envelopes.reply(by.split(" (")[0], rid, outcome), sender=ROUTER)
     elif is_governed(record):
-        # NOTE: a deferred sensitive call: perform it, or not, and answer the call.
         line = results.verdict(rid, approved=approve, by=by, feedback=feedback)
+        if approve and _performs(ledger, record):
+            # NOTE: the pass stays pure: the requester's node performs the operation once this
+            # decision is committed, and its result answers the call (``on_performed``).
+            ledger.save(tracker.close(record, status=tracker.APPROVED, answer=line, closed_at=ledger.now))
+            ledger.team["perform"] = {**ledger.team.get("perform", {}), record["from"]: rid}
+            return
         outcome = execute_approved(ledger.runtime, record, line, approved=approve, agents=ledger.agents)
     else:
         outcome = results.approval_decided(rid, approved=approve, by=by, feedback=feedback)
     close_request(ledger, record, outcome, status=tracker.APPROVED if approve else tracker.REJECTED)
+
+
+def _performs(ledger: Ledger, record: Request) -> bool:
+    """Whether an approved operation is performed by its requester's node: the requester still waits on its call."""
+    asker = ledger.agents.get(record["from"])
+    return asker is not None and asker["status"] not in ENDED and record.get("call_id") in asker["waits"]
+
+
+def on_performed(ledger: Ledger, effect: PerformedEffect) -> None:
+    """The requester's node performed an approved operation: its result answers the waiting call."""
+    perform = dict(ledger.team.get("perform", {}))
+    if perform.get(effect["agent"]) != effect["request_id"]:
+        return
+    del perform[effect["agent"]]
+    ledger.team["perform"] = perform
+    record = ledger.request(effect["request_id"])
+    if record is None:
+        return
+    outcome = f"{record.get('answer') or ''}\n{effect['result']}"
+    ledger.save({**record, "answer": outcome})
+    call_id = record.get("call_id")
+    if call_id:
+        answer_wait(ledger, effect["agent"], call_id, outcome)
 
 
 def _decide_plan(ledger: Ledger, record: Request, *, approve: bool, feedback: str, by: str) -> str:

@@ -26,6 +26,9 @@ def schedule(ledger: Ledger) -> list[str]:
     chosen = [rec["name"] for rec in members[: max(0, ledger.policy.max_parallel - busy)]]
     if ledger.agents[LEADER]["status"] == RUNNING and LEADER not in in_flight:
         chosen.insert(0, LEADER)
+    # NOTE: a requester whose approved operation waits to be performed takes a step with no
+    # model call (its node performs it); it is not counted against max_parallel.
+    chosen += [name for name in ledger.team.get("perform", {}) if name not in in_flight and name not in chosen]
     tick = ledger.team.get("tick", 0) + 1
     ledger.team["tick"] = tick
     for name in chosen:

@@ -124,6 +124,10 @@ def take_output_waits_on(ledger: Ledger, on: str, content: str) -> None:
 def cancel_waits(ledger: Ledger, name: str, content: str) -> None:
     """Close every open tool call of ``name``, cancel the requests behind them, tell their deciders."""
     record = ledger.agents[name]
+    perform = dict(ledger.team.get("perform", {}))
+    if perform.pop(name, None) is not None:
+        # NOTE: an approved operation not performed yet is not performed once its call is cancelled.
+        ledger.team["perform"] = perform
     for call_id, wait in list(record["waits"].items()):
         request = ledger.request(wait["request"]) if wait["request"] else None
         if request is not None and tracker.is_pending(request):

@@ -19,6 +19,7 @@ from teamgraph.records import (
     EscalateEffect,
     HumanAnswerEffect,
     OpenEffect,
+    PerformedEffect,
     ResumeErrorEffect,
     SpawnEffect,
     StepEffect,
@@ -47,6 +48,7 @@ BOARD: Final = "board"
 BOARD_ADD: Final = "board_add"
 STEP: Final = "step"
 TAKEN: Final = "taken"
+PERFORMED: Final = "performed"
 
 ReplyVia = Literal["tool", "output"]
 
@@ -161,6 +163,11 @@ def taken(*, seq: int) -> TakenEffect:
     ran (an edit of the checkpoint before it) stays in flight and is made again.
     """
     return {"kind": TAKEN, "seq": seq}
+
+
+def performed(*, request_id: str, result: str) -> PerformedEffect:
+    """An approved sensitive operation was performed in its requester's node: ``result`` answers its call."""
+    return {"kind": PERFORMED, "request_id": request_id, "result": result}
 
 
 def step(

@@ -42,6 +42,7 @@ from typing_extensions import TypedDict
 
 from teamgraph.calls import Answer
 from teamgraph.compat import NS_SEP, read_channels, unsaved
+from teamgraph.governance.operations import perform_approved
 from teamgraph.history import HistoryAppend
 from teamgraph.messaging import effects
 from teamgraph.messaging.envelopes import LEADER
@@ -260,8 +261,15 @@ def take_step(
     name = task["agent"]
     answer = runtime.calls.take(run_key(config), name, task["seq"])
     taken = {**effects.taken(seq=task["seq"]), "agent": name}
+    state = read_channels(config, STEP_CHANNELS)
+    approved = state.get("team", {}).get("perform", {}).get(name)
+    if approved is not None:
+        # NOTE: an approved sensitive operation runs here, in its requester's task, once the
+        # decision is committed (never in the router's pass); its result answers the call.
+        result = perform_approved(runtime, state["requests"][approved], agents=state.get("agents"))
+        return {"outbox": [taken, {**effects.performed(request_id=approved, result=result), "agent": name}]}
     try:
-        start = begin_step(runtime, step_for, read_channels(config, STEP_CHANNELS), name, config)
+        start = begin_step(runtime, step_for, state, name, config)
     except Exception as exc:
         if name == LEADER:
             raise

@@ -19,6 +19,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from teamgraph.checkpoints.files import private_dir
 from teamgraph.checkpoints.store import check_db
 from teamgraph.governance.matrix import PermissionMatrix
 from teamgraph.policy import Policy
@@ -155,7 +156,7 @@ def check_home_writable(home: Path) -> None:
         PermissionError: The home folder cannot be created or written (the message says which and why).
     """
     try:
-        home.mkdir(parents=True, exist_ok=True)
+        private_dir(home)  # NOTE: owner-only, as every folder the team creates (it holds every message)
         with tempfile.TemporaryFile(dir=home, prefix=".write-check-"):
             pass
     except OSError as exc:

@@ -15,18 +15,18 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from teamgraph.governance.matrix import PermissionMatrix, PermissionsError
     from teamgraph.history import History
     from teamgraph.models import ModelNotConfiguredError, ScriptedChatModel, ScriptExhaustedError
     from teamgraph.policy import Policy
     from teamgraph.roles import Role, RoleFileError, load_roles
+    from teamgraph.roles.matrix import PermissionMatrix, PermissionsError
     from teamgraph.team import Team
 
 _WHERE = {
     "History": "teamgraph.history",
     "ModelNotConfiguredError": "teamgraph.models",
-    "PermissionMatrix": "teamgraph.governance.matrix",
-    "PermissionsError": "teamgraph.governance.matrix",
+    "PermissionMatrix": "teamgraph.roles.matrix",
+    "PermissionsError": "teamgraph.roles.matrix",
     "Policy": "teamgraph.policy",
     "Role": "teamgraph.roles",
     "RoleFileError": "teamgraph.roles",

@@ -17,6 +17,8 @@ Records:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, Literal, NotRequired, TypeAlias
 
 from typing_extensions import TypedDict
@@ -383,3 +385,17 @@ Effect: TypeAlias = (
     | StepEffect | TakenEffect | PerformedEffect | TaskCreateEffect | TaskUpdateEffect | EndowEffect
 )  # fmt: skip
 """What a step (or the human gate) asks the router to do, discriminated by ``kind``."""
+
+
+@dataclass(frozen=True)
+class TeamView:
+    """The read-only team an agent's step sees: who it is, the registry, the requests, the team book.
+
+    Built once per step (``team_view`` in nodes/agent_step.py) and carried by the role
+    subgraph's context; ``run_tool_calls`` turns it into a ``ToolContext`` per call.
+    """
+
+    caller: str
+    agents: Mapping[str, AgentRecord] = field(repr=False)
+    requests: Mapping[str, Request] = field(repr=False)
+    team: TeamBook = field(repr=False)

@@ -23,10 +23,10 @@ from langchain_core.tools import BaseTool
 
 from teamgraph.audit.tokens import Price
 from teamgraph.calls import CallPool, Calls
-from teamgraph.governance.matrix import PermissionMatrix, check_role, load_matrix
 from teamgraph.models import ScriptedChatModel, resolve_model
 from teamgraph.policy import Policy
 from teamgraph.roles import Role, RoleFileError, format_role_text, load_roles, load_written_roles, write_role_file
+from teamgraph.roles.matrix import PermissionMatrix, check_role, load_matrix
 
 ModelSpec = BaseChatModel | str | Callable[[Role], BaseChatModel] | None
 TokenCounter = Callable[[Sequence[BaseMessage]], int]
@@ -79,7 +79,7 @@ class TeamRuntime:
     tool_sets: dict[tuple[str, bool], list[BaseTool]] = field(default_factory=dict, repr=False)
     """Built tool sets by (set name, leader side): building a tool's schema is slow."""
     permissions: PermissionMatrix | Mapping[str, Any] | str | Path | None = None
-    """``Team(permissions=...)``: overrides of the permission matrix (see governance/matrix.py)."""
+    """``Team(permissions=...)``: overrides of the permission matrix (see roles/matrix.py)."""
     project: str | None = None
     """``Team(project=...)``: the project folder's name for every thread (default: the thread id)."""
     matrix: PermissionMatrix = field(init=False, repr=False)

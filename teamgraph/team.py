@@ -16,11 +16,11 @@ from teamgraph.audit.stats import TeamStats, team_stats
 from teamgraph.audit.timeline import Timeline, build_timeline
 from teamgraph.audit.tokens import check_prices, with_tokens
 from teamgraph.checkpoints import DB_FILE, open_checkpointer
-from teamgraph.governance.matrix import PermissionMatrix
 from teamgraph.graph.build import build_team_graph
 from teamgraph.models import ModelNotConfiguredError, ScriptedChatModel
 from teamgraph.nodes.model_view import context_budget, model_view, without_markers
 from teamgraph.policy import Policy
+from teamgraph.roles.matrix import PermissionMatrix
 from teamgraph.runtime import Clock, ModelSpec, SystemClock, TeamRuntime, TokenCounter
 from teamgraph.team_checks import check_arguments, check_home_writable, check_roles_dir, check_tools
 from teamgraph.tools import builtin_tool_names

@@ -21,9 +21,9 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from teamgraph.checkpoints.files import private_dir
 from teamgraph.checkpoints.store import check_db
-from teamgraph.governance.matrix import PermissionMatrix
 from teamgraph.policy import Policy
 from teamgraph.roles import RoleFileError
+from teamgraph.roles.matrix import PermissionMatrix
 
 _PATH = (str, os.PathLike)
 _EXPECTED: dict[str, tuple[tuple[Any, ...], str]] = {

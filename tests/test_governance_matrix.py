@@ -14,8 +14,8 @@ import pytest
 from teamgraph import Policy, ScriptedChatModel, Team
 from teamgraph.governance import board, commands
 from teamgraph.governance.gate import rule_call
-from teamgraph.governance.matrix import DEFAULT_MATRIX, SET_TOOLS, PermissionsError
 from teamgraph.roles import RoleFileError, write_role_file
+from teamgraph.roles.matrix import DEFAULT_MATRIX, SET_TOOLS, PermissionsError
 from teamgraph.tools import TOOL_SET_FACTORIES, tool_set
 from teamgraph.tools.context import TeamView
 
@@ -260,7 +260,8 @@ def test_the_router_rule_follows_the_registry_from_start_to_report():
 
 
 def test_sensitive_operations_name_known_conditions_and_governed_tools(tmp_path):
-    from teamgraph.governance import matrix, operations
+    from teamgraph.governance import operations
+    from teamgraph.roles import matrix
 
     assert tuple(operations.CONDITIONS) == matrix.CONDITION_NAMES
     assert tuple(operations.EXECUTORS) == matrix.GOVERNED_TOOLS

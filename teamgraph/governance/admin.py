@@ -13,8 +13,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from teamgraph.governance.matrix import check_role
 from teamgraph.roles import Role, RoleFileError
+from teamgraph.roles.matrix import check_role
 from teamgraph.runtime import TeamRuntime
 
 CONFIG_FIELDS = ("description", "prompt", "model", "thinking_mode", "tools", "level")

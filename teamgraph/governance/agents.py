@@ -10,7 +10,7 @@ role (the default approver) or a role above its own without an approval.
 
 from __future__ import annotations
 
-from teamgraph.governance.matrix import rank
+from teamgraph.roles.matrix import rank
 from teamgraph.roles.model import Role
 
 

@@ -10,21 +10,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel, ValidationError
 
-from teamgraph.governance.matrix import refusal
 from teamgraph.governance.operations import CallContext, GovernedCall, Operation, roles_in_use, sensitive_operation
 from teamgraph.messaging import effects
 from teamgraph.protocols.requests import APPROVAL
-from teamgraph.records import OpenEffect
+from teamgraph.records import OpenEffect, TeamView
+from teamgraph.roles.matrix import refusal
 from teamgraph.runtime import TeamRuntime
-
-if TYPE_CHECKING:
-    from teamgraph.tools.context import TeamView
 
 GATE_KEY = "teamgraph_gate"
 

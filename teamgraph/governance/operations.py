@@ -15,7 +15,7 @@ from typing import Any, NotRequired, TypedDict
 
 from teamgraph.governance import admin, commands, sandbox, skills
 from teamgraph.governance.agents import above
-from teamgraph.governance.matrix import DEFAULT_MATRIX, PermissionMatrix, apply_override, dump_matrix
+from teamgraph.roles.matrix import DEFAULT_MATRIX, PermissionMatrix, apply_override, dump_matrix
 from teamgraph.roles.model import Role
 from teamgraph.runtime import TeamRuntime
 

@@ -26,7 +26,7 @@ from pydantic_core import CoreSchema, core_schema
 from teamgraph.governance.agents import change_refusal, creation_refusal
 from teamgraph.messaging import effects
 from teamgraph.protocols.requests import APPROVED, QUESTION, is_pending
-from teamgraph.records import ACTIVE, LEADER, AgentRecord, Effect, Request, TeamBook
+from teamgraph.records import ACTIVE, LEADER, AgentRecord, Effect, Request, TeamBook, TeamView
 from teamgraph.tools import errors
 from teamgraph.tools.errors import ErrorCode, ToolError
 
@@ -38,20 +38,6 @@ try:
     from langchain_core.tools.base import _DirectlyInjectedToolArg as InjectedByType
 except ImportError:  # NOTE: a private langchain-core name; ToolRuntime's own base is the same marker
     InjectedByType = ToolRuntime.__mro__[1]  # type: ignore[misc,assignment]
-
-
-@dataclass(frozen=True)
-class TeamView:
-    """The read-only team an agent's step sees: who it is, the registry, the requests, the team book.
-
-    Built once per step (``team_view`` in nodes/agent_step.py) and carried by the role
-    subgraph's state; ``run_tool_calls`` turns it into a :class:`ToolContext` per call.
-    """
-
-    caller: str
-    agents: Mapping[str, AgentRecord] = field(repr=False)
-    requests: Mapping[str, Request] = field(repr=False)
-    team: TeamBook = field(repr=False)
 
 
 @dataclass(frozen=True, repr=False)

@@ -372,7 +372,7 @@ def apply_override(matrix: PermissionMatrix, where: str, source: Any) -> Permiss
     except (ValidationError, ValueError) as exc:
         raise PermissionsError(
             f"{where}: {_problem(exc)}. Fix: levels are {', '.join(LEVELS)}; "
-            "see DEFAULT_MATRIX in teamgraph/governance/matrix.py for the shape."
+            "see DEFAULT_MATRIX in teamgraph/roles/matrix.py for the shape."
         ) from None
 
 

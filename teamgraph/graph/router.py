@@ -10,11 +10,12 @@ kind (``HANDLERS``) -> settle -> schedule -> state updates. The rules live in
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END
 from langgraph.types import Command
+from typing_extensions import TypedDict
 
 from teamgraph.audit.cursors import LOG_BASE
 from teamgraph.audit.writer import write_committed_soon
@@ -25,35 +26,80 @@ from teamgraph.ledger.book import Ledger
 from teamgraph.ledger.schedule import schedule
 from teamgraph.messaging import effects
 from teamgraph.nodes.agent_step import StepFor
+from teamgraph.records import (
+    AnswerEffect,
+    BoardAddEffect,
+    BoardEffect,
+    DeliverEffect,
+    EndowEffect,
+    EscalateEffect,
+    HumanAnswerEffect,
+    OpenEffect,
+    PerformedEffect,
+    ResumeErrorEffect,
+    SpawnEffect,
+    StepEffect,
+    StopEffect,
+    TakenEffect,
+    TaskCreateEffect,
+    TaskUpdateEffect,
+    TerminateEffect,
+    WaitOutputEffect,
+)
 from teamgraph.runtime import TeamRuntime
 from teamgraph.state import RouterInput, TeamState
-
-Handler = Callable[[Ledger, Any], None]
 
 ROUTER_NODE = "router"
 HUMAN_NODE = "human"
 
-HANDLERS: dict[str, Handler] = {
-    effects.SPAWN: lifecycle.on_spawn,
-    effects.DELIVER: mail.on_deliver,
-    effects.OPEN: requests.on_open,
-    effects.ANSWER: lifecycle.on_answer,
-    effects.ESCALATE: requests.on_escalate,
-    effects.HUMAN_ANSWER: requests.on_human_answer,
-    effects.RESUME_ERROR: requests.on_resume_error,
-    effects.WAIT_OUTPUT: waits.on_wait_output,
-    effects.TERMINATE: lifecycle.on_terminate,
-    effects.STOP: turns.on_stop,
-    effects.BOARD: work.on_board,
-    effects.BOARD_ADD: work.on_board_add,
-    effects.STEP: turns.on_step,
-    effects.TAKEN: turns.on_taken,
-    effects.PERFORMED: requests.on_performed,
-    effects.TASK_CREATE: work.on_task_create,
-    effects.TASK_UPDATE: work.on_task_update,
-    effects.ENDOW: work.on_endow,
+
+class Handlers(TypedDict):
+    """The handler of each effect kind, typed by the effect it takes (``records.EffectKind``)."""
+
+    spawn: Callable[[Ledger, SpawnEffect], None]
+    deliver: Callable[[Ledger, DeliverEffect], None]
+    open: Callable[[Ledger, OpenEffect], None]
+    answer: Callable[[Ledger, AnswerEffect], None]
+    escalate: Callable[[Ledger, EscalateEffect], None]
+    human_answer: Callable[[Ledger, HumanAnswerEffect], None]
+    resume_error: Callable[[Ledger, ResumeErrorEffect], None]
+    wait_output: Callable[[Ledger, WaitOutputEffect], None]
+    terminate: Callable[[Ledger, TerminateEffect], None]
+    stop: Callable[[Ledger, StopEffect], None]
+    board: Callable[[Ledger, BoardEffect], None]
+    board_add: Callable[[Ledger, BoardAddEffect], None]
+    step: Callable[[Ledger, StepEffect], None]
+    taken: Callable[[Ledger, TakenEffect], None]
+    performed: Callable[[Ledger, PerformedEffect], None]
+    task_create: Callable[[Ledger, TaskCreateEffect], None]
+    task_update: Callable[[Ledger, TaskUpdateEffect], None]
+    endow: Callable[[Ledger, EndowEffect], None]
+
+
+HANDLERS: Handlers = {
+    "spawn": lifecycle.on_spawn,
+    "deliver": mail.on_deliver,
+    "open": requests.on_open,
+    "answer": lifecycle.on_answer,
+    "escalate": requests.on_escalate,
+    "human_answer": requests.on_human_answer,
+    "resume_error": requests.on_resume_error,
+    "wait_output": waits.on_wait_output,
+    "terminate": lifecycle.on_terminate,
+    "stop": turns.on_stop,
+    "board": work.on_board,
+    "board_add": work.on_board_add,
+    "step": turns.on_step,
+    "taken": turns.on_taken,
+    "performed": requests.on_performed,
+    "task_create": work.on_task_create,
+    "task_update": work.on_task_update,
+    "endow": work.on_endow,
 }
 """Effect kind -> the handler that applies it."""
+
+# NOTE: an effect read from the state is a plain dict; its ``kind`` picks the handler that takes its type.
+_BY_KIND = cast(Mapping[str, Callable[[Ledger, Any], None]], HANDLERS)
 
 PHASE = {
     effects.TAKEN: -1,
@@ -83,7 +129,7 @@ def apply_effects(ledger: Ledger, outbox: list[dict[str, Any]]) -> None:
         return PHASE.get(effect["kind"], 0), order.get(effect.get("agent", ""), len(order))
 
     for effect in sorted(outbox, key=key):
-        HANDLERS[effect["kind"]](ledger, effect)
+        _BY_KIND[effect["kind"]](ledger, effect)
 
 
 def run_pass(runtime: TeamRuntime, state: Mapping[str, Any]) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from teamgraph.models.scripted import (  # metadata every model call carries
 from teamgraph.nodes.compaction import call_within_context
 from teamgraph.nodes.model_view import ContextBudget, context_budget
 from teamgraph.protocols.requests import APPROVED, MEMBER_PLAN, is_pending
+from teamgraph.records import StepEffect
 from teamgraph.roles import Role
 from teamgraph.roles.budget import with_budget
 from teamgraph.roles.prompts import leader_prompt, member_prompt
@@ -192,7 +193,7 @@ def calls_tools(new: Sequence[BaseMessage]) -> bool:
     return bool(ai.tool_calls or ai.invalid_tool_calls)
 
 
-def failed_step(name: str, exc: Exception) -> dict[str, Any]:
+def failed_step(name: str, exc: Exception) -> StepEffect:
     """The ``step`` effect of a member whose step failed, with the reason."""
     failed = effects.step(message_index=None, ended_turn=True, tool_calls=0, deferred=[])
     return {**failed, "agent": name, "error": f"{type(exc).__name__}: {exc}"}

@@ -80,6 +80,13 @@ class StepTask(TypedDict):
     seq: int
 
 
+class StepUpdate(TypedDict, total=False):
+    """What an agent's node writes: the agent's new messages, and the effects for the router."""
+
+    histories: HistoryAppend
+    outbox: list[Effect]
+
+
 class StepState(TypedDict, total=False):
     """The role subgraph's state: one slice of one agent's model calls.
 
@@ -225,7 +232,7 @@ def build_role_graph(name: str) -> RoleGraph:
 
 
 class AgentNode(Protocol):
-    def __call__(self, state: StepTask, config: RunnableConfig) -> dict[str, Any]: ...
+    def __call__(self, state: StepTask, config: RunnableConfig) -> StepUpdate: ...
 
 
 def make_agent_node(runtime: TeamRuntime, step_for: StepFor, *, node: str) -> AgentNode:
@@ -238,7 +245,7 @@ def make_agent_node(runtime: TeamRuntime, step_for: StepFor, *, node: str) -> Ag
     """
     graph = build_role_graph(node)
 
-    def agent(state: StepTask, config: RunnableConfig) -> dict[str, Any]:
+    def agent(state: StepTask, config: RunnableConfig) -> StepUpdate:
         return take_step(runtime, step_for, graph, node, state, config)
 
     return agent
@@ -251,7 +258,7 @@ def take_step(
     node: str,
     task: StepTask,
     config: RunnableConfig,
-) -> dict[str, Any]:
+) -> StepUpdate:
     """Take ``task``'s step in the role subgraph ``graph``: the agent's new messages and effects.
 
     A member's step that cannot start or whose model keeps failing (after its retries)
@@ -260,14 +267,14 @@ def take_step(
     """
     name = task["agent"]
     answer = runtime.calls.take(run_key(config), name, task["seq"])
-    taken = {**effects.taken(seq=task["seq"]), "agent": name}
+    taken = signed(effects.taken(seq=task["seq"]), name)
     state = read_channels(config, STEP_CHANNELS)
     approved = state.get("team", {}).get("perform", {}).get(name)
     if approved is not None:
         # NOTE: an approved sensitive operation runs here, in its requester's task, once the
         # decision is committed (never in the router's pass); its result answers the call.
         result = perform_approved(runtime, state["requests"][approved], agents=state.get("agents"))
-        return {"outbox": [taken, {**effects.performed(request_id=approved, result=result), "agent": name}]}
+        return {"outbox": [taken, signed(effects.performed(request_id=approved, result=result), name)]}
     try:
         start = begin_step(runtime, step_for, state, name, config)
     except Exception as exc:
@@ -275,7 +282,7 @@ def take_step(
             raise
         # NOTE: e.g. a role file whose model cannot be built: the member fails with the reason.
         return {"outbox": [taken, failed_step(name, exc)]}
-    guarded = [taken, *({**e, "agent": name} for e in start.guard.effects)]
+    guarded = [taken, *(signed(e, name) for e in start.guard.effects)]
     if start.guard.stop:
         return {"outbox": guarded}
     slice_steps = 1 if name == LEADER else runtime.policy.slice_steps
@@ -293,14 +300,19 @@ def take_step(
     return step_updates(start, out, guarded)
 
 
-def step_updates(start: StepStart, out: Mapping[str, Any], guarded: list[dict[str, Any]]) -> dict[str, Any]:
+def signed(effect: Mapping[str, Any], agent: str) -> Effect:
+    """``effect`` as the router reads it: with the agent that asked for it."""
+    return cast(Effect, {**effect, "agent": agent})
+
+
+def step_updates(start: StepStart, out: Mapping[str, Any], guarded: list[Effect]) -> StepUpdate:
     """The node's updates: the agent's new messages, and its effects (``step`` indices from the history's end)."""
     name, new = start.name, list(out.get("new", []))
-    outbox: list[dict[str, Any]] = [*guarded]
+    outbox: list[Effect] = [*guarded]
     writer = get_stream_writer()
-    for effect in out.get("effects", []):
-        effect = {**effect, "agent": name}
-        if effect["kind"] == effects.STEP and effect["message_index"] is not None:
+    for made in out.get("effects", []):
+        effect = signed(made, name)
+        if effect["kind"] == "step" and effect["message_index"] is not None:
             ai = cast(AIMessage, new[effect["message_index"]])
             writer(step_event(start, ai, effect))
             effect["message_index"] -= len(new)

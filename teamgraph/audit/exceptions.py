@@ -29,7 +29,7 @@ from teamgraph.messaging.results import outcome_of
 from teamgraph.policy import Policy
 from teamgraph.records import Effect
 
-FILE_TOOLS = frozenset({"read_file", "write_file", "list_files"})
+FILE_TOOLS = frozenset({"read_file", "write_file", "edit_file", "list_files", "restore_file"})
 SEND_TOOLS = frozenset({"sessions_send", "call_agent", "call_agents", "ask_sub_agent", "ask_other_agent"})
 TIMED_OUT = "Timed out"
 """How the router's result of a timed-out blocking call begins."""

@@ -109,7 +109,7 @@ def export_records(team: Any, config: RunnableConfig) -> ExportRecords:
             for m in history
             if isinstance(m, AIMessage)
             for call in m.tool_calls
-            if call["name"] == "write_file"
+            if call["name"] in ("write_file", "edit_file", "restore_file")
         }
     )
     return ExportRecords(

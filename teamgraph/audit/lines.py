@@ -48,7 +48,7 @@ ARG_LIMIT = 60
 
 # The kind of each tool's log line; any other tool is a plain ``tool`` line.
 TOOL_KINDS: dict[str, Kind] = {
-    **dict.fromkeys(("read_file", "write_file", "list_files"), "file"),
+    **dict.fromkeys(("read_file", "write_file", "edit_file", "list_files", "restore_file"), "file"),
     **dict.fromkeys(
         (
             "call_agent",

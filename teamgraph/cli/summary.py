@@ -33,12 +33,12 @@ from teamgraph.cli.threads import db_args, home_args, store_label, thread_config
 
 
 def _files_written(histories: Mapping[str, list[Any]], project_dir: Path) -> list[tuple[Path, str]]:
-    """Files the thread's agents wrote with write_file that still exist: (path, who)."""
+    """Files the thread's agents wrote (write, edit, restore) that still exist: (path, who)."""
     found: dict[Path, str] = {}
     for agent, messages in histories.items():
         for message in messages:
             for call in getattr(message, "tool_calls", None) or ():
-                if call.get("name") != "write_file":
+                if call.get("name") not in ("write_file", "edit_file", "restore_file"):
                     continue
                 rel = (call.get("args") or {}).get("path")
                 if not isinstance(rel, str):

@@ -1,4 +1,4 @@
-"""Safe work tools: read, write and list files inside the thread's project folder.
+"""Safe work tools: read, write, edit and list files inside the thread's project folder.
 
 Each thread works in ``<home>/project/<project_name>/`` (default project name: the
 thread id), so two threads never overwrite each other's files.
@@ -103,6 +103,48 @@ def write_file(path: str, content: str, context: ToolContext) -> str:
     return f"Wrote {len(content)} characters to {target.relative_to(root.resolve())}."
 
 
+def count_matches(text: str, old_text: str, path: str) -> int:
+    """How often ``old_text`` occurs in ``text``; an error unless exactly once (names the file and the count)."""
+    if not old_text:
+        raise fail("old_text is empty: copy the exact text to replace from read_file.", code=errors.BAD_ARGUMENT)
+    count = text.count(old_text)
+    if count == 0:
+        raise fail(
+            f"old_text was found 0 times in '{path}': nothing changed. Read the file with read_file and copy "
+            "the exact text (spaces and line breaks included).",
+            code=errors.NO_MATCH,
+        )
+    if count > 1:
+        raise fail(
+            f"old_text was found {count} times in '{path}': nothing changed. Include more of the surrounding "
+            "text so it matches exactly once.",
+            code=errors.NO_MATCH,
+        )
+    return count
+
+
+@tool(parse_docstring=True)
+def edit_file(path: str, old_text: str, new_text: str, context: ToolContext) -> str:
+    """Replace one exact piece of text in a project file (it must occur exactly once).
+
+    Args:
+        path: Path relative to the project folder.
+        old_text: The exact text to replace, copied from the file (include enough to be unique).
+        new_text: The text to put in its place.
+    """
+    root = project_root(context)
+    target = resolve_inside(root, path)
+    if not target.is_file():
+        raise fail(
+            f"No file '{path}' in the project folder. Use list_files to see what exists, or write_file to create it.",
+            code=errors.UNKNOWN_PATH,
+        )
+    text = target.read_text(encoding="utf-8")
+    count_matches(text, old_text, path)
+    target.write_text(text.replace(old_text, new_text, 1), encoding="utf-8")
+    return f"Edited {target.relative_to(root.resolve())}: replaced {len(old_text)} characters with {len(new_text)}."
+
+
 @tool(parse_docstring=True)
 def list_files(context: ToolContext, path: str = ".") -> str:
     """List files and folders under a folder of the project (recursively, up to 200).
@@ -122,5 +164,5 @@ def list_files(context: ToolContext, path: str = ".") -> str:
     return "\n".join(entries[:200]) + more
 
 
-FILE_TOOLS: list[BaseTool] = [read_file, write_file, list_files]
-"""The ``files`` tool set: read, write and list files inside the thread's project folder."""
+FILE_TOOLS: list[BaseTool] = [read_file, write_file, edit_file, list_files]
+"""The ``files`` tool set: read, write, edit and list files inside the thread's project folder."""

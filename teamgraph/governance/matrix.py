@@ -39,7 +39,7 @@ SET_TOOLS: dict[str, tuple[str, ...]] = {
         "sleep",
     ),
     "member": ("ask_master", "ask_other_agent", "answer_other_agent"),
-    "files": ("read_file", "write_file", "edit_file", "list_files"),
+    "files": ("read_file", "write_file", "edit_file", "list_files", "file_versions", "restore_file"),
     "protocols": (
         "propose_plan",
         "review_plan",

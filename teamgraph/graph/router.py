@@ -50,6 +50,7 @@ HANDLERS: dict[str, Handler] = {
     effects.TASK_CREATE: work.on_task_create,
     effects.TASK_UPDATE: work.on_task_update,
     effects.ENDOW: work.on_endow,
+    effects.FILE: work.on_file,
 }
 """Effect kind -> the handler that applies it."""
 

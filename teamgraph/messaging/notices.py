@@ -32,6 +32,7 @@ RUN_BUDGET: Final = "run_budget"
 REPORT_DUE: Final = "report_due"
 REMINDER: Final = "reminder"
 TASK_REFUSED: Final = "task_refused"
+FILE_CHANGED: Final = "file_changed"
 
 
 class Notice(NamedTuple):
@@ -151,3 +152,12 @@ def reminder(listing: str) -> Notice:
 def task_refused(action: str, *, error: str) -> Notice:
     """A task-board change was refused (``action``: created, updated)."""
     return _notice(TASK_REFUSED, f"Task not {action}: {error}")
+
+
+def file_changed(path: str, *, by: str, version: int, action: str) -> Notice:
+    """A file the agent read was changed by another agent (seed 000 §2.2)."""
+    return _notice(
+        FILE_CHANGED,
+        f"{by} changed {path} ({action}, now version {version}) after you read it. "
+        "Read it again before you rely on it or write it.",
+    )

@@ -9,9 +9,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from langchain_core.tools import BaseTool, tool
+from langgraph.types import Command
 
-from teamgraph.tools import errors
-from teamgraph.tools.context import ToolContext, fail
+from teamgraph.messaging import effects
+from teamgraph.records import FileEffect
+from teamgraph.tools import errors, versions
+from teamgraph.tools.context import ToolContext, fail, reply
 
 MAX_READ_CHARS = 50_000
 
@@ -31,6 +34,10 @@ def resolve_inside(root: Path, path: str) -> Path:
     # an absolute path simply replaces root in the join.
     top = root.resolve()
     target = (root / Path(path)).resolve()
+    if target != top and top in target.parents and versions.VERSIONS_DIR in target.relative_to(top).parts:
+        raise fail(
+            f"'{path}' is inside the versions folder. Use file_versions and restore_file.", code=errors.FORBIDDEN
+        )
     if target != top and top not in target.parents:
         raise fail(
             f"'{path}' is outside the project folder. Use a path relative to it, e.g. 'notes/plan.md', "
@@ -69,8 +76,18 @@ def project_root(context: ToolContext) -> Path:
     return context.runtime.project_folder(context.config)
 
 
+def relative(root: Path, target: Path) -> str:
+    """``target``'s path inside the project folder, in POSIX form (the key of its versions)."""
+    return target.relative_to(root.resolve()).as_posix()
+
+
+def file_effect(rel: str, version: versions.Version, *, action: str) -> FileEffect:
+    """What the router records: the caller saw (or made) ``version`` of ``rel``."""
+    return effects.file(path=rel, version=version.number, action=action)
+
+
 @tool(parse_docstring=True)
-def read_file(path: str, context: ToolContext, offset: int = 0, limit: int = MAX_READ_CHARS) -> str:
+def read_file(path: str, context: ToolContext, offset: int = 0, limit: int = MAX_READ_CHARS) -> Command:
     """Read a text file from the project folder, or a range of its characters.
 
     Args:
@@ -78,17 +95,31 @@ def read_file(path: str, context: ToolContext, offset: int = 0, limit: int = MAX
         offset: The first character to read (0: the start); to read on after a cut.
         limit: How many characters to read at most.
     """
-    target = resolve_inside(project_root(context), path)
+    root = project_root(context)
+    target = resolve_inside(root, path)
     if not target.is_file():
         raise fail(
             f"No file '{path}' in the project folder. Use list_files to see what exists.", code=errors.UNKNOWN_PATH
         )
-    return read_range(target.read_text(encoding="utf-8", errors="replace"), path, offset=offset, limit=limit)
+    rel = relative(root, target)
+    current = versions.history(root, rel)
+    text = read_range(target.read_text(encoding="utf-8", errors="replace"), path, offset=offset, limit=limit)
+    # NOTE: a reader is told when another agent changes the file later (a file_changed notice).
+    seen = (file_effect(rel, current[-1], action="read"),) if current else ()
+    return reply(text, context.tool_call_id, *seen)
+
+
+def _written(context: ToolContext, rel: str, version: versions.Version, what: str) -> Command:
+    text = f"{what} {rel} (version {version.number})."
+    return reply(text, context.tool_call_id, file_effect(rel, version, action=version.action))
 
 
 @tool(parse_docstring=True)
-def write_file(path: str, content: str, context: ToolContext) -> str:
+def write_file(path: str, content: str, context: ToolContext) -> Command:
     """Write a text file in the project folder (folders are created; a file is replaced).
+
+    A file another agent changed since you last read it is not overwritten: read it,
+    merge, and write again.
 
     Args:
         path: Path relative to the project folder.
@@ -98,9 +129,9 @@ def write_file(path: str, content: str, context: ToolContext) -> str:
     target = resolve_inside(root, path)
     if target.is_dir():
         raise fail(f"'{path}' is a folder. Give a file path.", code=errors.BAD_ARGUMENT)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(content, encoding="utf-8")
-    return f"Wrote {len(content)} characters to {target.relative_to(root.resolve())}."
+    rel = relative(root, target)
+    version = versions.commit(context, root.resolve(), rel, lambda _: content, action="write")
+    return _written(context, rel, version, f"Wrote {len(content)} characters to")
 
 
 def count_matches(text: str, old_text: str, path: str) -> int:
@@ -124,7 +155,7 @@ def count_matches(text: str, old_text: str, path: str) -> int:
 
 
 @tool(parse_docstring=True)
-def edit_file(path: str, old_text: str, new_text: str, context: ToolContext) -> str:
+def edit_file(path: str, old_text: str, new_text: str, context: ToolContext) -> Command:
     """Replace one exact piece of text in a project file (it must occur exactly once).
 
     Args:
@@ -134,15 +165,57 @@ def edit_file(path: str, old_text: str, new_text: str, context: ToolContext) -> 
     """
     root = project_root(context)
     target = resolve_inside(root, path)
-    if not target.is_file():
+
+    def change(text: str | None) -> str:
+        if text is None:
+            raise fail(
+                f"No file '{path}' in the project folder. Use list_files to see what exists, "
+                "or write_file to create it.",
+                code=errors.UNKNOWN_PATH,
+            )
+        count_matches(text, old_text, path)
+        return text.replace(old_text, new_text, 1)
+
+    rel = relative(root, target)
+    version = versions.commit(context, root.resolve(), rel, change, action="edit")
+    return _written(context, rel, version, f"Replaced {len(old_text)} characters with {len(new_text)} in")
+
+
+@tool(parse_docstring=True)
+def file_versions(path: str, context: ToolContext) -> str:
+    """List the versions of a project file: number, who made it, how (write, edit, restore).
+
+    Args:
+        path: Path relative to the project folder.
+    """
+    root = project_root(context)
+    rel = relative(root, resolve_inside(root, path))
+    found = versions.history(root.resolve(), rel)
+    if not found:
+        raise fail(f"'{path}' has no versions: no agent wrote it.", code=errors.UNKNOWN_PATH)
+    lines = [f"version {v.number}: {v.action} by {v.by}" for v in found]
+    return "\n".join(lines) + f"\n(current: version {found[-1].number}; restore_file(path, version) goes back)"
+
+
+@tool(parse_docstring=True)
+def restore_file(path: str, version: int, context: ToolContext) -> Command:
+    """Roll a project file back to an earlier version (a new version with that version's content).
+
+    Args:
+        path: Path relative to the project folder.
+        version: The version to go back to (see file_versions).
+    """
+    root = project_root(context)
+    rel = relative(root, resolve_inside(root, path))
+    old = versions.content_of(root.resolve(), rel, version)
+    if old is None:
+        known = ", ".join(str(v.number) for v in versions.history(root.resolve(), rel)) or "none"
         raise fail(
-            f"No file '{path}' in the project folder. Use list_files to see what exists, or write_file to create it.",
+            f"'{path}' has no version {version}. Its versions: {known} (file_versions lists them).",
             code=errors.UNKNOWN_PATH,
         )
-    text = target.read_text(encoding="utf-8")
-    count_matches(text, old_text, path)
-    target.write_text(text.replace(old_text, new_text, 1), encoding="utf-8")
-    return f"Edited {target.relative_to(root.resolve())}: replaced {len(old_text)} characters with {len(new_text)}."
+    made = versions.commit(context, root.resolve(), rel, lambda _: old, action="restore", check=False)
+    return _written(context, rel, made, f"Restored version {version} of")
 
 
 @tool(parse_docstring=True)
@@ -157,12 +230,16 @@ def list_files(context: ToolContext, path: str = ".") -> str:
     if not base.is_dir():
         raise fail(f"No folder '{path}' in the project folder.", code=errors.UNKNOWN_PATH)
     top = root.resolve()
-    entries = sorted(str(p.relative_to(top)) + ("/" if p.is_dir() else "") for p in base.rglob("*"))
+    entries = sorted(
+        str(p.relative_to(top)) + ("/" if p.is_dir() else "")
+        for p in base.rglob("*")
+        if versions.VERSIONS_DIR not in p.relative_to(top).parts
+    )
     if not entries:
         return "(empty)"
     more = f"\n[... {len(entries) - 200} more]" if len(entries) > 200 else ""
     return "\n".join(entries[:200]) + more
 
 
-FILE_TOOLS: list[BaseTool] = [read_file, write_file, edit_file, list_files]
-"""The ``files`` tool set: read, write, edit and list files inside the thread's project folder."""
+FILE_TOOLS: list[BaseTool] = [read_file, write_file, edit_file, list_files, file_versions, restore_file]
+"""The ``files`` tool set: read, write, edit, list, version and restore files inside the thread's project folder."""

@@ -27,6 +27,10 @@ class Policy(BaseModel):
             it is terminated and the request expires.
         max_parallel: How many members may have a step in flight at once (the
             leader is not counted).
+        priority_aging: Under ``max_parallel`` contention runnable members go by
+            their task's priority, then age; every this many router passes a
+            member waits raise its rank one level, so nobody starves
+            (``teamgraph/ledger/schedule.py``).
         slice_steps: Model calls a member may make in one task while it only does
             work (tool calls with no message, question or request for the team).
             Messages to a member wait for the end of its slice.
@@ -77,6 +81,9 @@ class Policy(BaseModel):
     require_plan: bool = False
     shutdown_timeout: float = Field(default=300.0, gt=0)
     max_parallel: int = Field(default=8, ge=1)
+    priority_aging: int = Field(
+        default=4, ge=1, description="Router passes a waiting member needs to rise one priority level (no starvation)."
+    )
     slice_steps: int = Field(default=1, ge=1)
     scheduling: Literal["auto", "completions", "lockstep"] = "auto"
     max_turn_steps: int = Field(default=50, ge=1)

@@ -62,6 +62,17 @@ class Policy(BaseModel):
             (``<home>/project/<project_name>/logs/<date>_<project_name>_collaboration.log``).
         tool_retries: Times a tool call that failed with a transient error is
             retried before the agent gets the error.
+        timeout_retry_wait: Seconds a timed-out blocking call (``sessions_send``,
+            ``call_agent``...) waits once more, its target reminded, before the caller
+            gets the time-out (seed 000 §5.1: wait 30 s, retry). 0: no retry.
+        notify_master: Tell the Team Leader when a member's call timed out after its
+            retry or its tool failed after its retry (seed 000 §5.1).
+        skill_fallback: A skill that cannot be read tells the agent to do the work
+            without it and say so in its report (seed 000 §5.1), rather than only
+            the error.
+        escalation_waits: A member whose failures were escalated to the leader (file
+            failures, time-outs, a failed tool) stops its turn and waits for the
+            leader's instruction (seed 000 §5.2).
         file_failures: Consecutive failed file operations of one agent that
             notify the leader.
         send_timeouts: Consecutive timed-out calls (``sessions_send``...) of one
@@ -95,6 +106,14 @@ class Policy(BaseModel):
     context_threshold: float = Field(default=0.8, gt=0.1, le=1.0)
     log: bool = True
     tool_retries: int = Field(default=1, ge=0)
+    timeout_retry_wait: float = Field(
+        default=30.0, ge=0, le=7 * 24 * 3600, description="Seconds a timed-out call waits once more (0: no retry)."
+    )
+    notify_master: bool = Field(default=True, description="Tell the leader about failures after their retry.")
+    skill_fallback: bool = Field(default=True, description="A failed skill: go on without it and say so.")
+    escalation_waits: bool = Field(
+        default=True, description="An escalated member stops and waits for the leader's instruction."
+    )
     file_failures: int = Field(default=3, ge=1)
     send_timeouts: int = Field(default=2, ge=1)
     loop_warn: int = Field(default=3, ge=2)

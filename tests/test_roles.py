@@ -98,6 +98,8 @@ def test_builtin_roles_are_complete():
                 "tasks",
                 "admin",
                 "commands",
+                "tool_admin",
+                "agent_info",
             }, role_id
             # The sessions spec gives its tools to every agent.
             assert "sessions" in role.tools, role_id

@@ -28,6 +28,8 @@ ToolSetName = Literal[
     "tasks",
     "admin",
     "commands",
+    "tool_admin",
+    "agent_info",
 ]
 """A tool set a role may use; each maps to one module in ``teamgraph.tools``."""
 

@@ -10,10 +10,11 @@ from langchain_core.tools import BaseTool
 from teamgraph.governance.gate import GATE_KEY, Gate
 from teamgraph.roles import Role
 from teamgraph.runtime import TeamRuntime
-from teamgraph.tools.admin import ADMIN_TOOLS
+from teamgraph.tools.admin import ADMIN_TOOLS, AGENT_INFO_TOOLS
 from teamgraph.tools.collaboration import COLLABORATION_TOOLS
 from teamgraph.tools.commands import COMMAND_TOOLS
 from teamgraph.tools.context import TeamView, ToolContext
+from teamgraph.tools.declared import TOOL_ADMIN_TOOLS, declared_tools
 from teamgraph.tools.files import FILE_TOOLS
 from teamgraph.tools.leader import LEADER_TOOLS
 from teamgraph.tools.member import MEMBER_TOOLS
@@ -60,6 +61,8 @@ TOOL_SET_FACTORIES: dict[str, ToolSet] = {
     "tasks": ToolSet(TASK_TOOLS),
     "admin": ToolSet(ADMIN_TOOLS),
     "commands": ToolSet(COMMAND_TOOLS),
+    "tool_admin": ToolSet(TOOL_ADMIN_TOOLS),
+    "agent_info": ToolSet(AGENT_INFO_TOOLS),
 }
 """Tool set name -> its tools (the sets a role file's ``tools`` list may name)."""
 
@@ -87,7 +90,7 @@ def tools_for_role(runtime: TeamRuntime, role: Role) -> list[BaseTool]:
     for name in role.tools:
         for t in tool_set(runtime, name, role):
             tools.setdefault(t.name, t)
-    for t in runtime.tools_of(role):
+    for t in [*runtime.tools_of(role), *declared_tools(runtime, role)]:
         tools.setdefault(t.name, t)
     return list(tools.values())
 

@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from teamgraph.governance import matrix
 from teamgraph.tools import errors
 from teamgraph.tools.context import ToolContext, fail
 
@@ -117,6 +118,7 @@ def commit(
     Returns:
         The version made (or, for a re-run of the same call, the one it made before).
     """
+    check_writable(context, rel)
     target = root / rel
     with _locked(root, rel):
         versions = history(root, rel)
@@ -134,6 +136,20 @@ def commit(
         target.parent.mkdir(parents=True, exist_ok=True)
         _write_atomically(target, text)
         return version
+
+
+def check_writable(context: ToolContext, rel: str) -> None:
+    """Refuse a write outside the caller's role's path resources (seed 000 §4.1, the resources column)."""
+    record = context.agents.get(context.caller)
+    role = record["role"] if record else ""
+    if matrix.writable(context.runtime.matrix, role, rel):
+        return
+    limits = ", ".join(matrix.path_resources(context.runtime.matrix, role))
+    raise fail(
+        f"{context.caller} ({role}) may write only under {limits}; '{rel}' is outside them. "
+        "Ask the Team Leader (ask_master) to have an agent whose resources include it write it.",
+        code=errors.FORBIDDEN,
+    )
 
 
 def _write_atomically(path: Path, text: str) -> None:

@@ -83,6 +83,9 @@ def test_builtin_roles_are_complete():
                 "skill_admin",
                 "tasks",
                 "admin",
+                "commands",
+                "memory",
+                "search",
             )
         else:
             assert role.tools[:2] == ("member", "files"), role_id

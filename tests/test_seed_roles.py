@@ -115,10 +115,10 @@ def test_a_role_limited_to_web_cannot_write_api(tmp_path):
 
 
 def test_a_refusal_never_lists_the_refused_role_among_those_allowed(tmp_path):
-    """Seed 000 §4.1: the master is denied technical work (run_command); the refusal says who may, not it."""
+    """Seed 000 §4.1: the project manager (L2) is denied run_command (L3); the refusal says who may, not it."""
     runtime = TeamRuntime(home=tmp_path, policy=Policy())
-    text = refusal(runtime.matrix, runtime.roles[LEADER_ROLE_ID], LEADER, "run_command") or ""
+    text = refusal(runtime.matrix, runtime.roles["project-manager"], "Project Manager_1", "run_command") or ""
     allowed = text.split("Who may:")[1].split(".")[0]
-    assert "team-leader" not in allowed.split("except roles")[0]
-    assert "team-leader" in allowed.split("except roles")[1].split(", or roles")[0]
+    assert "project-manager" not in allowed.split("except roles")[0]
+    assert "project-manager" in allowed.split("except roles")[1].split(", or roles")[0]
     assert "full-stack-engineer" in allowed.split(", or roles")[1]

@@ -60,6 +60,8 @@ SET_TOOLS: dict[str, tuple[str, ...]] = {
     "skill_admin": ("create_skill", "set_skill", "delete_skill", "endow_skills"),
     "tool_admin": ("register_tool", "endow_tool", "list_declared_tools"),
     "agent_info": ("get_agent_config", "list_agents", "get_sub_agent_status"),
+    "memory": ("remember", "recall"),
+    "search": ("web_search",),
     "tasks": ("list_tasks", "create_task", "set_task_status", "set_task_priority"),
     "admin": (
         "list_agents",
@@ -105,6 +107,8 @@ DEFAULT_MATRIX: dict[str, Any] = {
         "commands": "L3",
         "tool_admin": "L1",
         "agent_info": "L2",
+        "memory": "L4",
+        "search": "L4",
     },
     "tools": {
         "assign_agent_work": "L1",
@@ -122,7 +126,6 @@ DEFAULT_MATRIX: dict[str, Any] = {
     },
     "roles": {
         "team-leader": {
-            "deny": ["run_command"],
             "resources": ["all project files"],
             "constraint": "does not execute technical tasks itself",
         },

@@ -18,6 +18,7 @@ from rich.text import Text
 
 from teamgraph.audit.tokens import with_tokens
 from teamgraph.checkpoints.store import POSTGRES_SCHEMES
+from teamgraph.cli.links import render_links, sources_in
 from teamgraph.cli.output import (
     Cell,
     Column,
@@ -91,8 +92,10 @@ def print_summary(out: Console, team: Any, graph: Any, thread: str) -> None:
     agents = with_tokens(values, team.runtime.prices)
     requests = values.get("requests") or {}
 
+    project = team.runtime.project_folder(thread_config(thread))
     final = _final_answer(values.get("messages") or [])
     if final:
+        final = render_links(final, project=project, sources=sources_in(values.get("histories") or {}))
         out.print(Panel(Text(final), title="Team Leader's report", title_align="left", border_style="green"))
     else:
         out.print(Text("The Team Leader has not reported yet.", style="yellow"))

@@ -64,15 +64,15 @@ class Policy(BaseModel):
             retried before the agent gets the error.
         timeout_retry_wait: Seconds a timed-out blocking call (``sessions_send``,
             ``call_agent``...) waits once more, its target reminded, before the caller
-            gets the time-out (seed 000 §5.1: wait 30 s, retry). 0: no retry.
+            gets the time-out (the collaboration spec §5.1: wait 30 s, retry). 0: no retry.
         notify_master: Tell the Team Leader when a member's call timed out after its
-            retry or its tool failed after its retry (seed 000 §5.1).
+            retry or its tool failed after its retry (the collaboration spec §5.1).
         skill_fallback: A skill that cannot be read tells the agent to do the work
-            without it and say so in its report (seed 000 §5.1), rather than only
+            without it and say so in its report (the collaboration spec §5.1), rather than only
             the error.
         escalation_waits: A member whose failures were escalated to the leader (file
             failures, time-outs, a failed tool) stops its turn and waits for the
-            leader's instruction (seed 000 §5.2).
+            leader's instruction (the collaboration spec §5.2).
         file_failures: Consecutive failed file operations of one agent that
             notify the leader.
         send_timeouts: Consecutive timed-out calls (``sessions_send``...) of one

@@ -139,7 +139,7 @@ Request = TypedDict(
         "note": NotRequired[str | None],
         "message": NotRequired[str],  # the id of its envelope's delivery (causality)
         "timed_out_at": NotRequired[str],
-        "retried_at": NotRequired[str],  # a timed-out call was given one more wait (seed 000 §5.1)
+        "retried_at": NotRequired[str],  # a timed-out call was given one more wait (the collaboration spec §5.1)
     },
 )
 """One question, plan, approval or protocol request, open or closed."""

@@ -1,4 +1,4 @@
-"""The exception policy's stages (seed 000 §5.1 failure handling, §5.2 escalation), each a ``Policy`` field."""
+"""The exception policy's stages (collaboration spec §5.1 failures, §5.2 escalation), each a Policy field."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def _send_run(clocked_team, fake_clock, *, seconds: float, policy: Policy | None
 
 
 def test_a_timed_out_call_waits_and_is_retried_once(clocked_team, fake_clock):
-    """Seed 000 §5.1: communication time-out → wait (30 s), retry; a reply within the retry answers the call."""
+    """Collaboration spec §5.1: a time-out → wait (30 s), retry; a reply within the retry answers the call."""
     run = _send_run(clocked_team, fake_clock, seconds=45)
     [result] = run.tool_results(LIAISON, "sessions_send")
     assert outcome_of(result) is None and "Logs are clean." in str(result.content)
@@ -49,7 +49,7 @@ def test_a_timed_out_call_waits_and_is_retried_once(clocked_team, fake_clock):
 
 
 def test_a_call_that_times_out_after_its_retry_notifies_the_master(clocked_team, fake_clock):
-    """Seed 000 §5.1: the retry times out too → the caller gets the time-out and the master is notified."""
+    """Collaboration spec §5.1: the retry times out too → the caller gets the time-out and the master is notified."""
     run = _send_run(clocked_team, fake_clock, seconds=40, slow_steps=2)
     [result] = run.tool_results(LIAISON, "sessions_send")
     assert outcome_of(result) == "timed_out"
@@ -60,7 +60,7 @@ def test_a_call_that_times_out_after_its_retry_notifies_the_master(clocked_team,
 
 
 def test_the_retry_stage_is_configurable(clocked_team, fake_clock):
-    """Seed 000 §5.1 stages are Policy fields: no retry wait, no master notice."""
+    """Collaboration spec §5.1 stages are Policy fields: no retry wait, no master notice."""
     run = _send_run(clocked_team, fake_clock, seconds=45, policy=Policy(timeout_retry_wait=0, notify_master=False))
     assert outcome_of(run.tool_results(LIAISON, "sessions_send")[0]) == "timed_out"
     assert run.notices(R1, notices.RETRY_REMINDER) == [] and run.notices(LEADER, notices.COMMUNICATION_FAILED) == []
@@ -87,7 +87,7 @@ def _broken_team(tmp_path, attempts: list[str], policy: Policy | None = None) ->
 
 
 def test_a_failed_tool_notifies_the_master_and_the_member_waits_for_instructions(tmp_path):
-    """Seed 000 §5.1 (tool fails after its retry → notify the master) and §5.2 (the escalated agent waits)."""
+    """Collaboration spec §5.1 (tool fails after its retry → notify the master) and §5.2 (the escalated agent waits)."""
     attempts: list[str] = []
     team = _broken_team(tmp_path, attempts)
     team.compile().invoke({"messages": [("user", "Go")]}, CONFIG)
@@ -110,7 +110,7 @@ def _kind(message) -> str:
 
 
 def test_without_escalation_waits_the_member_works_on(tmp_path):
-    """Seed 000 §5.2 is a Policy field: ``escalation_waits=False`` lets the member go on after a failure."""
+    """Collaboration spec §5.2 is a Policy field: ``escalation_waits=False`` lets the member go on after a failure."""
     team = _broken_team(tmp_path, [], policy=Policy(escalation_waits=False))
     team.compile().invoke({"messages": [("user", "Go")]}, CONFIG)
     kinds = [_kind(m) for m in team.history(CONFIG, UI)]
@@ -118,7 +118,7 @@ def test_without_escalation_waits_the_member_works_on(tmp_path):
 
 
 def test_non_transient_errors_tell_the_agent_what_to_do(tmp_path):
-    """Seed 000 §5.1: tool missing → the tools it has; bad arguments → the schema; permission denied → who may."""
+    """Collaboration spec §5.1: tool missing → its tools; bad arguments → the schema; no permission → who may."""
     script = {
         LEADER: [act(call("create_sub_agent", role_id="researcher", task="Work.")), *quiet()],
         R1: [

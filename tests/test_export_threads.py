@@ -54,7 +54,7 @@ def _assert_sqlite_matches(team: Team, config: dict, path) -> None:
 
 
 def test_export_sqlite_of_a_plain_scripted_thread(tmp_path):
-    """Seed 000 §6 (the collaboration record): a thread whose texts hold no secret exports to SQLite."""
+    """Collaboration spec §6 (the collaboration record): a thread whose texts hold no secret exports to SQLite."""
     team = Team(model=ScriptedChatModel({LEADER: ["Done."]}), home=tmp_path / "home")
     config = {"configurable": {"thread_id": "plain"}}
     team.compile().invoke({"messages": [("user", "Say done.")]}, config)
@@ -64,7 +64,7 @@ def test_export_sqlite_of_a_plain_scripted_thread(tmp_path):
 
 
 def test_export_sqlite_of_every_message_kind(tmp_path):
-    """Seed 000 §6 and seed 001 (envelopes): every message kind (user, AI, tool) lands in the SQLite export."""
+    """Collaboration spec §6, leader spec (envelopes): every message kind (user, AI, tool) is exported."""
     team = Team(model=ScriptedChatModel(_every_kind_script()), home=tmp_path / "home")
     config = {"configurable": {"thread_id": "kinds"}}
     team.compile().invoke({"messages": [("user", "Compare two options.")]}, config)
@@ -81,7 +81,7 @@ def test_export_sqlite_of_every_message_kind(tmp_path):
 
 
 def test_cli_exports_the_demo_to_sqlite(tmp_path):
-    """Seed 000 §6: ``teamgraph export <thread> --format sqlite`` on the demo thread."""
+    """Collaboration spec §6: ``teamgraph export <thread> --format sqlite`` on the demo thread."""
     team, config = run_demo(home=tmp_path / "home")
     thread = config["configurable"]["thread_id"]
     out = tmp_path / "demo.db"

@@ -454,7 +454,7 @@ LEADER_PROMPT_SECTIONS = {
         "defects",
         "suspect your own",
     ],
-    # seed 001's output formats: file links and citations (issue 33; the CLI renders them)
+    # leader spec's output formats: file links and citations (issue 33; the CLI renders them)
     "report formats": ["download://", "<show_file path=", "【cite:src_", "【file:", "never invent"],
     "while members work": ["do not poll", "sleep", "end your turn with no text"],
     "failure modes": ["Role reversal", "Instruction echo", "Vague answers", "Loops"],

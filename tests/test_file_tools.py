@@ -1,7 +1,7 @@
 """File tools beyond read/write (issue 33): ``edit_file``, versions, notices, rollback.
 
-Seed 001 gives the leader "file read/write" and its prompt names ``edit_file``;
-seed 000 §2.2 keeps project files under ``project/{project_name}/`` for every role.
+Leader spec gives the leader "file read/write" and its prompt names ``edit_file``;
+collaboration spec §2.2 keeps project files under ``project/{project_name}/`` for every role.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def _refused(tool_, context, **args) -> ToolError:
 
 
 def test_edit_file_replaces_one_exact_match(runtime):
-    """Seed 001 (the leader's prompt names edit_file): one exact replacement in a project file."""
+    """Leader spec (the leader's prompt names edit_file): one exact replacement in a project file."""
     wrote = run(write_file, _as(runtime, LEADER, "c1"), path="web/app.js", content="const colour = 'red';\n")
     run(edit_file, _as(runtime, LEADER, "c2", wrote), path="web/app.js", old_text="'red'", new_text="'blue'")
     assert (runtime.project_dir / "t-1" / "web" / "app.js").read_text() == "const colour = 'blue';\n"
@@ -46,7 +46,7 @@ def test_edit_file_replaces_one_exact_match(runtime):
 
 @pytest.mark.parametrize(("old_text", "count"), [("'green'", 0), ("a ", 2)])
 def test_edit_file_refuses_a_missing_or_ambiguous_match_and_changes_nothing(runtime, old_text, count):
-    """Seed 000 §5.1 (a tool error tells the agent what to fix): the error names the file and the count."""
+    """Collaboration spec §5.1 (a tool error tells the agent what to fix): the error names the file and the count."""
     wrote = run(write_file, _as(runtime, LEADER, "c1"), path="notes.md", content="a cat, a dog")
     error = _refused(edit_file, _as(runtime, LEADER, "c2", wrote), path="notes.md", old_text=old_text, new_text="x")
     assert error.code == errors.NO_MATCH
@@ -55,7 +55,7 @@ def test_edit_file_refuses_a_missing_or_ambiguous_match_and_changes_nothing(runt
 
 
 def test_edit_file_of_a_missing_file_or_an_outside_path_is_refused(runtime):
-    """Seed 000 §2.2: files live in the thread's project folder, nowhere else."""
+    """Collaboration spec §2.2: files live in the thread's project folder, nowhere else."""
     context = _as(runtime, LEADER, "c1")
     assert _refused(edit_file, context, path="nope.md", old_text="a", new_text="b").code == errors.UNKNOWN_PATH
     assert _refused(edit_file, context, path="../x.md", old_text="a", new_text="b").code == errors.FORBIDDEN
@@ -65,14 +65,14 @@ def test_edit_file_of_a_missing_file_or_an_outside_path_is_refused(runtime):
 
 
 def test_every_role_with_file_tools_can_edit(runtime):
-    """Seed 001 (the leader's full toolset) and seed 002 (roles pick tool sets): files include edit_file."""
+    """Leader spec (the leader's full toolset) and architecture spec (roles pick tool sets): files include edit_file."""
     with_files = [role for role in runtime.roles.values() if "files" in role.tools]
     assert with_files and any(role.is_leader for role in with_files)
     for role in with_files:
         assert "edit_file" in {t.name for t in tools_for_role(runtime, role)}, role.id
 
 
-# --- versions (seed 000 §2.2 shared files, §5.1 roll back to a stable version) ----------------------------------
+# --- versions (collaboration spec §2.2 shared files, §5.1 roll back to a stable version) ---
 
 
 def _as(runtime, caller: str, call_id: str, *earlier: Command) -> ToolContext:
@@ -82,7 +82,7 @@ def _as(runtime, caller: str, call_id: str, *earlier: Command) -> ToolContext:
 
 
 def test_a_write_based_on_an_older_version_is_refused_naming_the_writer(runtime):
-    """Seed 000 §2.2: a file another agent changed since you saw it is not overwritten; you are told how to merge."""
+    """Collaboration spec §2.2: a file changed since you saw it is not overwritten; you are told how to merge."""
     wrote = run(write_file, _as(runtime, R1, "a1"), path="shared.md", content="one")
     assert effects_of(wrote) == [{"kind": "file", "path": "shared.md", "version": 1, "action": "write"}]
     stale = _refused(write_file, _as(runtime, R2, "b1"), path="shared.md", content="two")
@@ -97,7 +97,7 @@ def test_a_write_based_on_an_older_version_is_refused_naming_the_writer(runtime)
 
 
 def test_a_call_re_run_after_a_crash_makes_no_second_version(runtime):
-    """Seed 000 §5 (recovery) and §2.2: a re-run of the same call finds its version instead of writing again."""
+    """Collaboration spec §5 (recovery), §2.2: a re-run of the same call finds its version, writes no other."""
     first = run(write_file, _as(runtime, R1, "a1"), path="n.md", content="x")
     again = run(write_file, _as(runtime, R1, "a1"), path="n.md", content="x")
     assert effects_of(first) == effects_of(again)
@@ -107,7 +107,7 @@ def test_a_call_re_run_after_a_crash_makes_no_second_version(runtime):
 
 
 def test_restore_file_rolls_back_to_an_earlier_version(runtime):
-    """Seed 000 §5.1 (data inconsistency → roll back to a stable version): restore makes a new version."""
+    """Collaboration spec §5.1 (data inconsistency → roll back to a stable version): restore makes a new version."""
     one = run(write_file, _as(runtime, R1, "a1"), path="api.py", content="stable")
     two = run(edit_file, _as(runtime, R1, "a2", one), path="api.py", old_text="stable", new_text="broken")
     restored = run(restore_file, _as(runtime, R2, "b1"), path="api.py", version=1)
@@ -120,7 +120,7 @@ def test_restore_file_rolls_back_to_an_earlier_version(runtime):
 
 
 def test_the_versions_folder_is_neither_listed_nor_touched(runtime):
-    """Seed 000 §2.2: the project folder shows the project's files only."""
+    """Collaboration spec §2.2: the project folder shows the project's files only."""
     run(write_file, _as(runtime, R1, "a1"), path="n.md", content="x")
     assert run(list_files, _as(runtime, R1, "a2")) == "n.md"
     hidden = _refused(read_file, _as(runtime, R1, "a3"), path=".versions/n.md/1.json")
@@ -128,7 +128,7 @@ def test_the_versions_folder_is_neither_listed_nor_touched(runtime):
 
 
 def test_readers_are_told_when_another_agent_changes_a_file(make_team):
-    """Seed 000 §2.2: an agent that read a file gets a file_changed notice when another agent writes it."""
+    """Collaboration spec §2.2: an agent that read a file gets a file_changed notice when another agent writes it."""
     script = {
         LEADER: [
             act(call("write_file", path="plan.md", content="v1")),
@@ -154,7 +154,7 @@ def test_readers_are_told_when_another_agent_changes_a_file(make_team):
 
 
 def test_call_agent_files_resolve_in_the_threads_folder(make_team):
-    """Seed 000 §2.2 (``files`` of a collaboration message): the receiver reads the path it was given."""
+    """Collaboration spec §2.2 (``files`` of a collaboration message): the receiver reads the path it was given."""
     pm, r1 = "Project Manager_1", R1
     script = {
         LEADER: [

@@ -31,7 +31,7 @@ ROWS = {
             "get_agent_config",
             "set_agent_config",
             "set_permissions",
-            "run_command",  # NOTE: seed 001's terminal, under the allow-list and approvals (issue 33)
+            "run_command",  # NOTE: leader spec's terminal, under the allow-list and approvals (issue 33)
         ],
         [],
     ),

@@ -1,4 +1,4 @@
-"""The Team Leader's full toolset (seed 001): memory, web search, MCP, files, terminal, skills."""
+"""The Team Leader's full toolset (leader spec): memory, web search, MCP, files, terminal, skills."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def _leader_results(team: Team, config: dict, tool: str) -> list:
 
 
 def test_memory_is_shared_by_the_threads_of_one_home(tmp_path):
-    """Seed 001 (the leader's memory): a note kept in one thread is recalled in another, and after a restart."""
+    """Leader spec (the leader's memory): a note kept in one thread is recalled in another, and after a restart."""
 
     def leader(messages):
         asked = str(messages[-1].content) if messages[-1].type == "human" else ""
@@ -50,7 +50,7 @@ def test_memory_is_shared_by_the_threads_of_one_home(tmp_path):
 
 
 def test_web_search_uses_the_configured_provider_and_gives_source_ids(tmp_path):
-    """Seed 001 (search; citations for sources): a pluggable provider, offline here; none → no tool."""
+    """Leader spec (search; citations for sources): a pluggable provider, offline here; none → no tool."""
     asked: list[tuple[str, int]] = []
 
     def provider(query: str, max_results: int) -> list[dict]:
@@ -97,7 +97,7 @@ You add numbers.
 
 
 def test_mcp_tools_of_a_stdio_server_reach_the_leader_and_the_roles_that_list_it(tmp_path):
-    """Seed 001 (the leader's MCP): a real local stdio MCP server (FastMCP), its tools by configuration."""
+    """Leader spec (the leader's MCP): a real local stdio MCP server (FastMCP), its tools by configuration."""
     (tmp_path / "server.py").write_text(SERVER, encoding="utf-8")
     roles = tmp_path / "roles"
     roles.mkdir()
@@ -122,14 +122,14 @@ def test_mcp_tools_of_a_stdio_server_reach_the_leader_and_the_roles_that_list_it
 
 
 def test_the_leader_has_the_full_toolset_of_seed_001(tmp_path):
-    """Seed 001: file read/write/edit, terminal (under the allow-list), search, skills, memory."""
+    """Leader spec: file read/write/edit, terminal (under the allow-list), search, skills, memory."""
     team = Team(model=ScriptedChatModel({}), home=tmp_path / "home", search=lambda q, n: [])
     names = {t.name for t in tools_for_role(team.runtime, team.runtime.roles["team-leader"])}
     assert {"read_file", "write_file", "edit_file", "run_command", "web_search", "read_skill", "remember"} <= names
 
 
 def test_the_leader_runs_an_allowed_command(tmp_path):
-    """Seed 001 (terminal) under seed 000 §4.3: the leader runs a command on the allow-list at once."""
+    """Leader spec (terminal) under collaboration spec §4.3: the leader runs a command on the allow-list at once."""
     script = {LEADER: [act(call("run_command", command="python -c print(6*7)")), "42."]}
     team = Team(model=ScriptedChatModel(script), home=tmp_path / "home", policy=Policy(commands=("python",)))
     config = {"configurable": {"thread_id": "c"}}

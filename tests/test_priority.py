@@ -1,4 +1,4 @@
-"""Priority scheduling under ``max_parallel`` contention (seed 000 §3.3: allocate by task priority).
+"""Priority scheduling under ``max_parallel`` contention (collaboration spec §3.3: allocate by task priority).
 
 Two members are runnable at once and only one may step: the one whose task is more
 urgent goes first; the other is not starved (``Policy.priority_aging``).
@@ -55,13 +55,13 @@ def _run(make_team, *, low_steps: int, urgent_steps: int, aging: int = 4) -> lis
 
 
 def test_the_urgent_task_steps_first_under_contention(make_team):
-    """Seed 000 §3.3: with one slot, the member with the urgent task runs before the low one (created first)."""
+    """Collaboration spec §3.3: with one slot, the urgent member runs before the low one (created first)."""
     order = _run(make_team, low_steps=2, urgent_steps=3)
     assert order == [URGENT] * 3 + [LOW] * 2
 
 
 def test_a_low_priority_member_is_not_starved(make_team):
-    """Seed 000 §3.3 with aging: a long urgent task does not keep the low one waiting until it ends."""
+    """Collaboration spec §3.3 with aging: a long urgent task does not keep the low one waiting until it ends."""
     order = _run(make_team, low_steps=2, urgent_steps=30, aging=2)
     assert order[0] == URGENT
     assert order.index(LOW) < len(order) - 2 - order[::-1].index(URGENT)  # NOTE: low runs before urgent's last

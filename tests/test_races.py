@@ -223,7 +223,7 @@ def test_a_wait_is_as_old_as_the_pass_that_issued_its_step_however_late_it_lands
     assert _outcome(run, protocol) == idle
 
 
-# --- shared files (seed 000 §2.2): two members write one file at once -------------------------------------------
+# --- shared files (collaboration spec §2.2): two members write one file at once ---
 
 SHARED = "shared.md"
 
@@ -264,7 +264,7 @@ def _file_notices(run, name: str) -> list[str]:
 def test_two_members_writing_one_file_at_once_one_wins_the_other_is_told(
     make_team, race_roles, caller_first, scheduling
 ):
-    """Seed 000 §2.2 (shared files): exactly one write succeeds; the other is told who won, reads, merges."""
+    """Collaboration spec §2.2 (shared files): exactly one write succeeds; the other is told who won, reads, merges."""
     script = {
         LEADER: _creates_both(caller_first=caller_first),
         CALLER: _writer("from caller"),

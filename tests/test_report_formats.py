@@ -1,4 +1,4 @@
-"""Seed 001's output formats: the leader's prompt teaches them, the CLI renders them as openable paths."""
+"""Leader spec's output formats: the leader's prompt teaches them, the CLI renders them as openable paths."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ URL = "https://example.org/auth"
 
 
 def test_the_leader_prompt_teaches_file_links_and_citations(tmp_path):
-    """Seed 001 (file download links, file cards, inline citations): the formats are in the leader's prompt."""
+    """Leader spec (file download links, file cards, inline citations): the formats are in the leader's prompt."""
     team = Team(model=ScriptedChatModel({}), home=tmp_path / "home")
     roles = team.runtime.roles
     prompt = leader_prompt(roles["team-leader"], roles=roles, agents={}, pending=[], team={})
@@ -28,7 +28,7 @@ def test_the_leader_prompt_teaches_file_links_and_citations(tmp_path):
 
 
 def test_file_links_and_citations_render_as_paths_and_urls(tmp_path):
-    """Seed 001's markers become what a terminal user can open: absolute paths and URLs."""
+    """Leader spec's markers become what a terminal user can open: absolute paths and URLs."""
     project = tmp_path / "project" / "t"
     sources = sources_in(
         {LEADER: [ToolMessage(format_results([{"title": "Auth", "url": URL}]), tool_call_id="1", name="web_search")]}
@@ -45,7 +45,7 @@ def test_file_links_and_citations_render_as_paths_and_urls(tmp_path):
 
 
 def test_the_cli_summary_shows_the_reports_file_link_as_a_path(tmp_path):
-    """Seed 001 (file links for files written) in ``teamgraph run``'s summary."""
+    """Leader spec (file links for files written) in ``teamgraph run``'s summary."""
     script = {
         LEADER: [
             act(call("write_file", path="web/login.html", content="<form></form>")),

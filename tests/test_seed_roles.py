@@ -1,4 +1,4 @@
-"""Seed 000 §4.1 (the role × permission matrix) in detail: declared tools, get_agent_*, resources, refusals."""
+"""Collaboration spec §4.1 (role × permission matrix): declared tools, get_agent_*, resources, refusals."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def _results(team: Team, config: dict, name: str, tool: str) -> list:
 
 
 def test_the_tool_maker_registers_a_tool_a_role_gets_after_approval(tmp_path):
-    """Seed 000 §4.1 (tool maker: tool registration) and §4.3 (a sensitive operation waits for the master)."""
+    """Collaboration spec §4.1 (tool maker: tool registration) and §4.3 (a sensitive operation waits for the master)."""
     team, config = _play(tmp_path, approve=True)
     [registered] = _results(team, config, MAKER, "register_tool")
     [endowed] = _results(team, config, MAKER, "endow_tool")
@@ -70,14 +70,14 @@ def test_the_tool_maker_registers_a_tool_a_role_gets_after_approval(tmp_path):
 
 
 def test_a_rejected_endowment_gives_no_tool(tmp_path):
-    """Seed 000 §4.3: without the master's approval the role does not get the tool."""
+    """Collaboration spec §4.3: without the master's approval the role does not get the tool."""
     team, config = _play(tmp_path, approve=False)
     [counted] = _results(team, config, ENGINEER, "count_words")
     assert error_of(counted) == errors.UNKNOWN_TOOL
 
 
 def test_a_declared_tool_runs_only_under_the_allow_list(tmp_path):
-    """Seed 000 §4.1 with the command allow-list: a declared tool is no way around it."""
+    """Collaboration spec §4.1 with the command allow-list: a declared tool is no way around it."""
     from teamgraph.governance import declared
     from teamgraph.tools.declared import build
 
@@ -94,7 +94,7 @@ def test_a_declared_tool_runs_only_under_the_allow_list(tmp_path):
 
 
 def test_the_project_manager_has_the_get_agent_tools(tmp_path):
-    """Seed 000 §4.1: the project manager may call get_agent_*, set_task_*, call_agent."""
+    """Collaboration spec §4.1: the project manager may call get_agent_*, set_task_*, call_agent."""
     runtime = TeamRuntime(home=tmp_path, policy=Policy())
     names = {t.name for t in tools_for_role(runtime, runtime.roles["project-manager"])}
     assert {"get_agent_config", "list_agents", "get_sub_agent_status", "call_agent", "set_task_status"} <= names
@@ -102,7 +102,7 @@ def test_the_project_manager_has_the_get_agent_tools(tmp_path):
 
 
 def test_a_role_limited_to_web_cannot_write_api(tmp_path):
-    """Seed 000 §4.1, the resources column: a role whose resources are web/ writes there only."""
+    """Collaboration spec §4.1, the resources column: a role whose resources are web/ writes there only."""
     permissions = {"roles": {"ui-operator": {"resources": ["web/"]}}}
     runtime = TeamRuntime(home=tmp_path, policy=Policy(), permissions=permissions)
     agents = {LEADER: agent(LEADER_ROLE_ID), "UI Operator_1": agent("ui-operator")}
@@ -115,7 +115,7 @@ def test_a_role_limited_to_web_cannot_write_api(tmp_path):
 
 
 def test_a_refusal_never_lists_the_refused_role_among_those_allowed(tmp_path):
-    """Seed 000 §4.1: the project manager (L2) is denied run_command (L3); the refusal says who may, not it."""
+    """Collaboration spec §4.1: the project manager is denied run_command; the refusal says who may, not it."""
     runtime = TeamRuntime(home=tmp_path, policy=Policy())
     text = refusal(runtime.matrix, runtime.roles["project-manager"], "Project Manager_1", "run_command") or ""
     allowed = text.split("Who may:")[1].split(".")[0]

@@ -9,9 +9,9 @@
 - The same tool with the same arguments ``Policy.loop_warn`` times in a row gives
   the agent a warning; ``Policy.loop_stop`` times stops its turn and tells the leader.
 - A member's tool that failed after its retry (``tool_failed``) notifies the Team
-  Leader (``Policy.notify_master``; seed 000 §5.1).
+  Leader (``Policy.notify_master``; the collaboration spec §5.1).
 - A member whose failures were escalated to the leader stops its turn and waits
-  for the leader's instruction (``Policy.escalation_waits``; seed 000 §5.2).
+  for the leader's instruction (``Policy.escalation_waits``; the collaboration spec §5.2).
 
 The rules read the agent's history (pure functions, no state of their own), so
 the step that acts on them and the collaboration log that records them decide
@@ -300,7 +300,7 @@ def guard_step(policy: Policy, name: str, history: Sequence[AnyMessage]) -> Step
             )
             continue
         guard.effects.append(effects.deliver(to=LEADER, body=notice(leader_notice(name, trigger))))
-        # NOTE: seed 000 §5.2: an escalated member waits for the master's instruction (a message
+        # NOTE: the collaboration spec §5.2: an escalated member waits for the master's instruction (a message
         # from the leader starts its next turn) instead of working on around the failure.
         waits = trigger.kind in ESCALATED and policy.escalation_waits
         if (trigger.kind == LOOP_STOP or waits) and not guard.stop:

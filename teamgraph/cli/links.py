@@ -1,4 +1,4 @@
-"""Seed 001's report formats, rendered for a terminal: file links and citations a user can open.
+"""The Team Leader spec's report formats, rendered for a terminal: file links and citations a user can open.
 
 The Team Leader writes (its prompt teaches it, ``teamgraph/roles/prompts.py``):
 
@@ -41,7 +41,7 @@ def sources_in(histories: Mapping[str, Iterable[Any]]) -> dict[str, str]:
 
 
 def render_links(text: str, *, project: Path, sources: Mapping[str, str] | None = None) -> str:
-    """``text`` with seed 001's file links and citations as paths and URLs a user can open.
+    """``text`` with the Team Leader spec's file links and citations as paths and URLs a user can open.
 
     Args:
         text: The report.

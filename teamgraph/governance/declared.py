@@ -1,4 +1,4 @@
-"""Declared tools: the tools the tool maker registers for other roles (seed 000 §4.1).
+"""Declared tools: the tools the tool maker registers for other roles (the collaboration spec §4.1).
 
 A declared tool is data, not code: a name, a description, its arguments (name ->
 description, all text) and a command template whose ``{argument}`` placeholders are

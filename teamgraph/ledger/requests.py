@@ -305,7 +305,7 @@ def _decide_plan(ledger: Ledger, record: Request, *, approve: bool, feedback: st
 def release_on_timeout(ledger: Ledger, record: Request) -> None:
     """A blocking send timed out: wait and retry once, then the caller goes on and the master is told.
 
-    Seed 000 §5.1: a communication time-out waits (``Policy.timeout_retry_wait``
+    The collaboration spec §5.1: a communication time-out waits (``Policy.timeout_retry_wait``
     seconds), reminds the target once (the retry), and only when that times out too
     releases the caller (its answer comes later as a message) and notifies the
     Team Leader (``Policy.notify_master``).

@@ -1,6 +1,6 @@
 """Scheduling: who steps in the next superstep.
 
-Seed 000 §3.3: "when resources are contended, allocate by task priority". When more
+The collaboration spec §3.3: "when resources are contended, allocate by task priority". When more
 members are runnable than ``Policy.max_parallel`` allows, they are ordered by the
 priority of their task on the board (the highest of their open tasks: ``urgent`` >
 ``high`` > ``normal`` > ``low``; a member without one counts as ``normal``), then by

@@ -197,7 +197,7 @@ def endow(*, target: str, skills: list[dict[str, str]]) -> EndowEffect:
     return {"kind": ENDOW, "target": target, "skills": skills}
 
 
-# Project files (seed 000 §2.2): who saw and who made which version.
+# Project files (the collaboration spec §2.2): who saw and who made which version.
 FILE: Final = "file"
 
 

@@ -157,7 +157,7 @@ def task_refused(action: str, *, error: str) -> Notice:
 
 
 def file_changed(path: str, *, by: str, version: int, action: str) -> Notice:
-    """A file the agent read was changed by another agent (seed 000 §2.2)."""
+    """A file the agent read was changed by another agent (the collaboration spec §2.2)."""
     return _notice(
         FILE_CHANGED,
         f"{by} changed {path} ({action}, now version {version}) after you read it. "
@@ -166,7 +166,7 @@ def file_changed(path: str, *, by: str, version: int, action: str) -> Notice:
 
 
 def retry_reminder(request_id: str, *, asker: str, body: str) -> Notice:
-    """A call to this agent timed out once: the retry (seed 000 §5.1, wait then retry)."""
+    """A call to this agent timed out once: the retry (the collaboration spec §5.1, wait then retry)."""
     return _notice(
         RETRY_REMINDER,
         f"{asker} is still waiting for your reply to {request_id} (it timed out once): {clip(body, 200)}",
@@ -174,7 +174,7 @@ def retry_reminder(request_id: str, *, asker: str, body: str) -> Notice:
 
 
 def communication_failed(asker: str, *, target: str, request_id: str) -> Notice:
-    """A member's call timed out again after its retry: the master is told (seed 000 §5.1)."""
+    """A member's call timed out again after its retry: the master is told (the collaboration spec §5.1)."""
     return _notice(
         COMMUNICATION_FAILED,
         f"{asker}'s call {request_id} to {target} timed out twice (waited, retried): {target} may be stuck.",

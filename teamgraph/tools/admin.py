@@ -70,4 +70,4 @@ ADMIN_TOOLS: list[BaseTool] = [
 ]  # fmt: skip
 """The ``admin`` tool set."""
 AGENT_INFO_TOOLS: list[BaseTool] = [get_agent_config, *READ_ONLY_LEADER_TOOLS]
-"""The ``agent_info`` tool set: the ``get_agent_*`` reads the matrix grants the project manager (seed 000 §4.1)."""
+"""The ``agent_info`` tool set: the ``get_agent_*`` reads the project manager is granted (collaboration spec §4.1)."""

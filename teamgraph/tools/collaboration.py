@@ -2,7 +2,7 @@
 
 Messages carry ``sender, receiver, content, project_name, task_name, files``. You
 cannot call the master (the Team Leader) nor yourself. Files are paths inside the
-thread's project folder, the one every agent's file tools read (seed 000 §2.2:
+thread's project folder, the one every agent's file tools read (the collaboration spec §2.2:
 ``project/{project_name}/``), given as the receiver passes them to ``read_file``;
 anything outside it is refused.
 """

@@ -1,4 +1,4 @@
-"""The tool maker's tools (seed 000 §4.1), and the declared tools they give other roles.
+"""The tool maker's tools (the collaboration spec §4.1), and the declared tools they give other roles.
 
 ``register_tool`` declares a tool (``teamgraph/governance/declared.py``); ``endow_tool``
 gives it to a role once the master approves; ``declared_tools`` builds the tools an

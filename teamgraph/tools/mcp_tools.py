@@ -1,4 +1,4 @@
-"""MCP (seed 001: the leader's "MCP"): the tools of any MCP server, given to roles by configuration.
+"""MCP (the Team Leader spec: the leader's "MCP"): the tools of any MCP server, given to roles by configuration.
 
 ``Team(mcp_servers={"name": connection})`` names the servers, each a
 ``langchain-mcp-adapters`` connection (``{"transport": "stdio", "command": ...,

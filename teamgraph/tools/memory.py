@@ -1,4 +1,4 @@
-"""Memory tools (seed 001: the leader "keeps its full toolset ... memory"): ``remember`` and ``recall``.
+"""Memory tools (the Team Leader spec: the leader "keeps its full toolset ... memory"): ``remember`` and ``recall``.
 
 Notes live in a LangGraph ``BaseStore`` (``TeamRuntime.memory_store``: a
 ``SqliteStore`` in the team's SQLite file, a ``PostgresStore`` in its PostgreSQL

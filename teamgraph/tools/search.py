@@ -1,10 +1,10 @@
-"""Web search (seed 001: the leader's "search"): a tool slot filled by a provider the user configures.
+"""Web search (the Team Leader spec: the leader's "search"): a tool slot filled by a provider the user configures.
 
 The provider is a callable ``(query, max_results) -> list of {"title", "url",
 "snippet"}`` given as ``Team(search=...)``; teamgraph ships none and makes no
 network call of its own. Without a provider the tool is not offered. Each result
 carries a source id (``src_`` and a digest of its URL, the same in every call) that
-the report cites as ``【cite:src_…】``, seed 001's citation format; the CLI shows
+the report cites as ``【cite:src_…】``, the Team Leader spec's citation format; the CLI shows
 the URL in its place (``teamgraph/cli/links.py``).
 """
 

@@ -76,7 +76,7 @@ def read_skill(name: str, context: ToolContext) -> str:
     except errors.ToolError as exc:
         if not context.runtime.policy.skill_fallback:
             raise
-        # NOTE: seed 000 §5.1: a skill that fails degrades to the work without it, said openly.
+        # NOTE: the collaboration spec §5.1: a skill that fails degrades to the work without it, said openly.
         raise fail(
             f"{exc} Go on without the skill: do the work with your own tools and knowledge, and say in your "
             f"report that the skill '{name}' could not be used.",

@@ -7,7 +7,7 @@ caller last saw (read or wrote, ``team["files"]`` in state plus this step's own
 effects): when another agent wrote a newer version meanwhile, the write is refused
 and the caller is told who wrote it and how to merge. The check and the write happen
 under one lock per file, so of two agents writing the same file at once exactly one
-succeeds (seed 000 §2.2).
+succeeds (the collaboration spec §2.2).
 
 Crash safety: a version records its tool call id, so a step re-run after a crash
 that repeats the call finds its version instead of making another; a version of
@@ -139,7 +139,7 @@ def commit(
 
 
 def check_writable(context: ToolContext, rel: str) -> None:
-    """Refuse a write outside the caller's role's path resources (seed 000 §4.1, the resources column)."""
+    """Refuse a write outside the caller's role's path resources (the collaboration spec §4.1, the resources column)."""
     record = context.agents.get(context.caller)
     role = record["role"] if record else ""
     if matrix.writable(context.runtime.matrix, role, rel):

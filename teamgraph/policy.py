@@ -48,6 +48,12 @@ class Policy(BaseModel):
     max_parallel: int = Field(
         default=8, ge=1, description="How many members may have a step in flight at once (the leader is not counted)."
     )
+    priority_aging: int = Field(
+        default=4,
+        ge=1,
+        description="Under `max_parallel` contention runnable members go by their task's priority, then age; every "
+        "this many router passes a member waits raise its rank one level, so nobody starves.",
+    )
     slice_steps: int = Field(
         default=1,
         ge=1,
@@ -113,6 +119,28 @@ class Policy(BaseModel):
         ge=0,
         description="Times a tool call that failed with a transient error (time-out, dropped connection, rate "
         "limit) is retried before the agent gets the error.",
+    )
+    timeout_retry_wait: float = Field(
+        default=30.0,
+        ge=0,
+        le=7 * 24 * 3600,
+        description="Seconds a timed-out blocking call (`sessions_send`, `call_agent`...) waits once more, its target "
+        "reminded, before the caller gets the time-out (the collaboration spec 5.1: wait 30 s, retry). 0: no retry.",
+    )
+    notify_master: bool = Field(
+        default=True,
+        description="Tell the Team Leader when a member's call timed out after its retry or its tool failed after "
+        "its retry (the collaboration spec 5.1).",
+    )
+    skill_fallback: bool = Field(
+        default=True,
+        description="A skill that cannot be read tells the agent to do the work without it and say so in its "
+        "report (the collaboration spec 5.1), rather than only the error.",
+    )
+    escalation_waits: bool = Field(
+        default=True,
+        description="A member whose failures were escalated to the leader (file failures, time-outs, a failed "
+        "tool) stops its turn and waits for the leader's instruction (the collaboration spec 5.2).",
     )
     file_failures: int = Field(
         default=3, ge=1, description="Consecutive failed file operations of one agent that notify the leader."

@@ -143,6 +143,7 @@ Request = TypedDict(
         "note": NotRequired[str | None],
         "message": NotRequired[str],  # the id of its envelope's delivery (causality)
         "timed_out_at": NotRequired[str],
+        "retried_at": NotRequired[str],  # a timed-out call was given one more wait (the collaboration spec §5.1)
     },
 )
 """One question, plan, approval or protocol request, open or closed."""
@@ -229,13 +230,23 @@ class Task(TypedDict, total=False):
     updated_by: str
 
 
+class FileRecord(TypedDict):
+    """A project file's current version and who saw which version (``teamgraph/tools/versions.py``)."""
+
+    version: int
+    by: str
+    seen: dict[str, int]
+    """Per agent that read or wrote it: the newest version it saw."""
+
+
 class WorkBook(TypedDict, total=False):
-    """The work: the plan, the task board, skills given, ping-pong exchanges."""
+    """The work: the plan, the task board, skills given, ping-pong exchanges, project files."""
 
     plan: dict[str, Any]
     board: list[Task]
     endowments: dict[str, list[dict[str, str]]]
     conversations: dict[str, Conversation]
+    files: dict[str, FileRecord]
 
 
 class TeamBook(Counters, RunBook, Schedule, WorkBook, total=False):
@@ -247,6 +258,7 @@ class TeamBook(Counters, RunBook, Schedule, WorkBook, total=False):
 EffectKind = Literal[
     "spawn", "deliver", "open", "answer", "escalate", "human_answer", "resume_error", "wait_output",
     "terminate", "stop", "board", "board_add", "step", "taken", "performed", "task_create", "task_update", "endow",
+    "file",
 ]  # fmt: skip
 
 
@@ -379,10 +391,19 @@ class EndowEffect(_Effect):
     skills: list[dict[str, str]]
 
 
+class FileEffect(_Effect):
+    kind: Literal["file"]
+    path: str
+    """The file's path inside the project folder (POSIX form)."""
+    version: int
+    action: str
+    """``read`` (the caller saw ``version``), or ``write``, ``edit``, ``restore`` (it made ``version``)."""
+
+
 Effect: TypeAlias = (
     SpawnEffect | DeliverEffect | OpenEffect | AnswerEffect | EscalateEffect | HumanAnswerEffect
     | ResumeErrorEffect | WaitOutputEffect | TerminateEffect | StopEffect | BoardEffect | BoardAddEffect
-    | StepEffect | TakenEffect | PerformedEffect | TaskCreateEffect | TaskUpdateEffect | EndowEffect
+    | StepEffect | TakenEffect | PerformedEffect | TaskCreateEffect | TaskUpdateEffect | EndowEffect | FileEffect
 )  # fmt: skip
 """What a step (or the human gate) asks the router to do, discriminated by ``kind``."""
 

@@ -20,9 +20,12 @@ from typing import Any, Protocol
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 from langchain_core.tools import BaseTool
+from langgraph.store.base import BaseStore
+from langgraph.store.memory import InMemoryStore
 
 from teamgraph.audit.tokens import Price
 from teamgraph.calls import CallPool, Calls
+from teamgraph.checkpoints.memory import memory_namespace
 from teamgraph.models import ScriptedChatModel, resolve_model
 from teamgraph.policy import Policy
 from teamgraph.roles import Role, RoleFileError, format_role_text, load_roles, load_written_roles, write_role_file
@@ -50,6 +53,10 @@ class SystemClock:
 
     def now(self) -> datetime:
         return datetime.now(UTC)
+
+
+SearchProvider = Callable[[str, int], Sequence[Mapping[str, Any]]]
+"""A web-search provider: ``(query, max_results) -> [{"title", "url", "snippet"}, ...]`` (``Team(search=...)``)."""
 
 
 @dataclass
@@ -85,6 +92,12 @@ class TeamRuntime:
     matrix: PermissionMatrix = field(init=False, repr=False)
     root: Path = field(init=False, repr=False)
     """The home, absolute (as it was when the team was built)."""
+    search: SearchProvider | None = None
+    """``Team(search=...)``: the web-search provider (None: no ``web_search`` tool)."""
+    mcp_tools: dict[str, list[BaseTool]] = field(default_factory=dict, repr=False)
+    """``Team(mcp_servers=...)``: each MCP server's tools, loaded when the team is created."""
+    store: BaseStore | None = field(default=None, repr=False)
+    """The memory store (``remember``/``recall``); None: an in-memory one, made on first use."""
 
     def __post_init__(self) -> None:
         self.home = Path(self.home).expanduser()
@@ -167,6 +180,13 @@ class TeamRuntime:
         """The user's own tools that agents of ``role`` get."""
         shared = [] if role.is_leader else self.extra_tools.get("*", [])
         return [*shared, *self.extra_tools.get(role.id, [])]
+
+    def memory(self) -> tuple[BaseStore, tuple[str, ...]]:
+        """The memory store and this home's namespace in it (shared by every thread of the home)."""
+        with self._lock:
+            if self.store is None:
+                self.store = InMemoryStore()
+        return self.store, memory_namespace(self.home)
 
     def now(self) -> str:
         """The clock's time as an ISO string (what records store)."""

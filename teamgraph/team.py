@@ -10,21 +10,24 @@ from langchain_core.messages import AnyMessage, BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.store.base import BaseStore
 
 from teamgraph.audit.report import run_report
 from teamgraph.audit.stats import TeamStats, team_stats
 from teamgraph.audit.timeline import Timeline, build_timeline
 from teamgraph.audit.tokens import check_prices, with_tokens
 from teamgraph.checkpoints import DB_FILE, open_checkpointer
+from teamgraph.checkpoints.memory import open_store
 from teamgraph.graph.build import build_team_graph
 from teamgraph.models import ModelNotConfiguredError, ScriptedChatModel
 from teamgraph.nodes.model_view import context_budget, model_view, without_markers
 from teamgraph.policy import Policy
 from teamgraph.roles.matrix import PermissionMatrix
-from teamgraph.runtime import Clock, ModelSpec, SystemClock, TeamRuntime, TokenCounter
+from teamgraph.runtime import Clock, ModelSpec, SearchProvider, SystemClock, TeamRuntime, TokenCounter
 from teamgraph.team_checks import check_arguments, check_home_writable, check_roles_dir, check_tools
 from teamgraph.tools import builtin_tool_names
 from teamgraph.tools.plain import as_tools
+from teamgraph.tools.mcp_tools import load_mcp_tools
 
 DEFAULT_HOME = ".teamgraph"
 HistoryView = Literal["full", "model"]
@@ -57,6 +60,9 @@ class Team:
         prices: Mapping[str, Mapping[str, float]] | None = None,
         permissions: PermissionMatrix | Mapping[str, Any] | str | Path | None = None,
         project: str | None = None,
+        search: SearchProvider | None = None,
+        mcp_servers: Mapping[str, Mapping[str, Any]] | None = None,
+        store: BaseStore | None = None,
     ) -> None:
         """Create a team.
 
@@ -88,6 +94,16 @@ class Team:
                 a whole ``PermissionMatrix``.
             project: The project folder's name for every thread (``<home>/project/<project>/``);
                 default: each thread's id (the config's ``project_name`` wins).
+            search: A web-search provider ``(query, max_results) -> [{"title", "url",
+                "snippet"}]`` for the ``web_search`` tool (the Team Leader's, and roles
+                listing ``search``); None: the tool is not offered.
+            mcp_servers: MCP servers by name, each a ``langchain-mcp-adapters`` connection
+                (``{"transport": "stdio", "command": ..., "args": [...]}`` or
+                ``{"transport": "streamable_http", "url": ...}``); the leader gets every
+                server's tools, a role the servers its file lists under ``mcp``. Needs the
+                ``mcp`` extra.
+            store: The LangGraph store ``remember``/``recall`` keep notes in; None: one in
+                the checkpointer's database (SQLite or PostgreSQL), else in memory.
 
         Raises:
             TypeError: An argument is of the wrong type (the message names it and the types it takes).
@@ -120,6 +136,9 @@ class Team:
             "prices": None if prices is None else check_prices(prices),
             "permissions": permissions,
             "project": project,
+            "search": search,
+            "mcp_tools": load_mcp_tools(mcp_servers) if mcp_servers else {},
+            "store": store,
         }
         self.runtime = TeamRuntime(model=model, **self._settings)
         unknown = sorted(set(extra) - {"*", *self.runtime.roles})
@@ -154,7 +173,10 @@ class Team:
             PermissionError: The home folder cannot be written (checked now, before any run).
         """
         check_home_writable(self.home)
-        self._graph = build_team_graph(self.runtime, checkpointer=self._saver())
+        saver = self._saver()
+        if self.runtime.store is None and saver is not None:
+            self.runtime.store = open_store(saver)  # NOTE: memory lives next to the checkpoints
+        self._graph = build_team_graph(self.runtime, checkpointer=saver)
         return self._graph
 
     def _saver(self) -> Any:

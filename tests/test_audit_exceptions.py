@@ -44,7 +44,8 @@ def _fetch_team(tmp_path, attempts, policy=None) -> Team:
         home=tmp_path / "home",
         tools=[_fetch_tool(attempts)],
         clock=FakeClock(),
-        policy=policy,
+        # NOTE: the member goes on after each failure here; escalation is tested on its own
+        policy=policy or Policy(escalation_waits=False),
     )
 
 
@@ -76,7 +77,7 @@ def test_a_transient_tool_failure_is_retried_once_then_the_agent_is_told_to_go_a
 
 def test_tool_retries_zero_turns_retries_off(tmp_path):
     attempts: list[str] = []
-    team = _fetch_team(tmp_path, attempts, policy=Policy(tool_retries=0))
+    team = _fetch_team(tmp_path, attempts, policy=Policy(tool_retries=0, escalation_waits=False))
     team.compile().invoke({"messages": [("user", "Go")]}, CONFIG)
     assert attempts == ["flaky", "down", "bug"]
     assert _results(team, UI)[0].status == "error"
@@ -198,7 +199,8 @@ def test_two_timed_out_sends_in_a_row_notify_the_leader(clocked_team, fake_clock
             # NOTE: every step of a researcher takes a minute: each 30 s send times out.
             R1: slow,
             R2: slow,
-        }
+        },
+        policy=Policy(timeout_retry_wait=0),
     )
     run.send("Go")
     assert [outcome_of(m) for m in run.tool_results(LIAISON, "sessions_send")] == ["timed_out"] * 2

@@ -95,7 +95,7 @@ def test_call_agent_sends_the_seed_000_fields_and_the_reply_is_the_callers_tool_
             PM,
             "ask_1",
             "sender: Project Manager_1\nreceiver: Researcher_1\nproject_name: launch\n"
-            "files: project/launch/notes/risks.md, project/launch/plan.md\ntask_name: risks\n---\n"
+            "files: notes/risks.md, plan.md (in the project folder: read them with read_file)\ntask_name: risks\n---\n"
             "List the risks of the launch.",
         )
     ]
@@ -223,7 +223,8 @@ def test_assign_agent_work_delivers_the_task_and_puts_it_on_the_board_if_there_i
             LEADER,
             "Task",
             "sender: Team Leader\nreceiver: Researcher_1\n"
-            "project_name: options\nfiles: project/options/brief.md\ntask_name: Compare options\n---\n"
+            "project_name: options\nfiles: brief.md (in the project folder: read them with read_file)\n"
+            "task_name: Compare options\n---\n"
             "Compare option A and option B.",
         )
     ]
@@ -304,10 +305,9 @@ def test_calling_the_master_or_yourself_is_refused_and_the_error_says_so(clocked
         ({"project_name": "escape", "files": ["/etc/passwd"]}, errors.FORBIDDEN),
         ({"project_name": "escape", "files": ["link/secret.txt"]}, errors.FORBIDDEN),
         ({"project_name": "escape", "files": ["ok.md", "../../../home.db"]}, errors.FORBIDDEN),
-        ({"files": ["notes.md"]}, errors.BAD_ARGUMENT),
         ({"project_name": "../escape", "files": ["notes.md"]}, errors.BAD_ARGUMENT),
     ],
-    ids=["parent", "dotdot-inside", "absolute", "symlink-out", "one-bad-of-two", "no-project", "bad-project"],
+    ids=["parent", "dotdot-inside", "absolute", "symlink-out", "one-bad-of-two", "bad-project"],
 )
 @pytest.mark.parametrize("tool", ["call_agent", "call_agents", "assign_agent_work"])
 def test_files_outside_project_folder_are_refused(clocked_team, tmp_path, args, code, tool):
@@ -325,8 +325,7 @@ def test_files_outside_project_folder_are_refused(clocked_team, tmp_path, args, 
         if tool != "assign_agent_work"
         else {LEADER: [CREATE_PM_AND_RESEARCHERS, act(sent), *quiet()], PM: ["Coordinating."]}
     )
-    project = run.team.home / "project" / "escape"
-    project.mkdir(parents=True, exist_ok=True)
+    project = run.team.runtime.project_folder(run.config)  # NOTE: files resolve in the thread's folder
     if not (project / "link").exists():
         (project / "link").symlink_to(outside, target_is_directory=True)
     run.send("Go")

@@ -454,6 +454,8 @@ LEADER_PROMPT_SECTIONS = {
         "defects",
         "suspect your own",
     ],
+    # leader spec's output formats: file links and citations (issue 33; the CLI renders them)
+    "report formats": ["download://", "<show_file path=", "【cite:src_", "【file:", "never invent"],
     "while members work": ["do not poll", "sleep", "end your turn with no text"],
     "failure modes": ["Role reversal", "Instruction echo", "Vague answers", "Loops"],
     "converge": ["terminate_sub_agent", "2-3 members"],
@@ -464,8 +466,6 @@ LEADER_PROMPT_SECTIONS = {
         "create_custom_agent",
         "get_sub_agent_status",
     ],
-    # (A chat front end's output format, cards and citations, is out of scope:
-    # docs/protocols.md, "The Team Leader's prompt".)
     "messages you receive": ["id: out_", "id: ask_", "answer_sub_agent_question"],
     "display names": ["Team Leader", "{Role Name}_{n}"],
     "communication rules": ["inline", "tool result", "envelope"],

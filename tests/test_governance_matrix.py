@@ -31,8 +31,9 @@ ROWS = {
             "get_agent_config",
             "set_agent_config",
             "set_permissions",
+            "run_command",  # NOTE: leader spec's terminal, under the allow-list and approvals (issue 33)
         ],
-        ["run_command"],  # "does not execute technical tasks itself"
+        [],
     ),
     "project-manager": (
         [

@@ -296,7 +296,7 @@ def test_a_member_that_requires_a_plan_waits_for_approval_before_work_reject_the
     # Work tools before an approved plan: told to wait (twice: before the plan, and after the rejection).
     writes = run.tool_results("Builder_1", "write_file")
     assert [(m.status, error_of(m)) for m in writes[:2]] == [("error", PLAN_FIRST), ("error", PLAN_FIRST)]
-    assert str(writes[2].content) == "Wrote 12 characters to app.py." and writes[2].status != "error"
+    assert str(writes[2].content) == "Wrote 12 characters to app.py (version 1)." and writes[2].status != "error"
     assert project_file.read_text() == "print('hi')\n"
     # The plan's id comes back at once; the leader's decision reaches the member as a reply naming it.
     assert "- member_plan_1 (member_plan) from Builder_1: 1. write app.py" in leader_prompts[0]
@@ -367,7 +367,7 @@ def test_roles_without_require_plan_use_their_work_tools_at_once(hitl_team, tmp_
 
     run.send("Go")
 
-    assert run.tool_texts(MEMBER, "write_file") == ["Wrote 12 characters to app.py."]
+    assert run.tool_texts(MEMBER, "write_file") == ["Wrote 12 characters to app.py (version 1)."]
     assert (team_home / "project" / run.config["configurable"]["thread_id"] / "app.py").is_file()
     assert run.requests() == {}
 

@@ -19,6 +19,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from teamgraph import Policy
 from teamgraph.calls import VirtualCallPool
 from teamgraph.messaging.envelopes import LEADER
+from teamgraph.messaging.results import error_of
 from tests.invariants import assert_team_invariants
 from tests.scripting import act, call
 
@@ -288,3 +289,66 @@ def test_call_agents_is_answered_once_when_a_receiver_ends_while_it_is_in_flight
         assert group[GROUP[0]] in ("cancelled", "answered") and group[GROUP[1]] == "answered", group
     else:
         assert results[0].status == "error", results[0].content
+
+
+# --- shared files (collaboration spec §2.2): two members write one file at once ---
+
+SHARED = "shared.md"
+
+
+def _writer(text: str):
+    """Writes shared.md; when refused as stale: reads it, merges, writes again; then ends its turn."""
+
+    def play(messages):
+        last = messages[-1]
+        if not any(isinstance(m, AIMessage) for m in messages):
+            return act(call("write_file", path=SHARED, content=text))
+        if error_of(last) == "stale_version":
+            return act(call("read_file", path=SHARED))
+        asked = next(m for m in reversed(messages) if isinstance(m, AIMessage))
+        if asked.tool_calls and asked.tool_calls[0]["name"] == "read_file":
+            return act(call("write_file", path=SHARED, content=f"{last.content}\n{text}"))
+        return ""
+
+    return [play] * 8
+
+
+def _creates_both(*, caller_first: bool):
+    creations = [
+        call("create_sub_agent", role_id="caller", task="Write shared.md."),
+        call("create_sub_agent", role_id="other", task="Write shared.md."),
+    ]
+    return [act(*(creations if caller_first else creations[::-1])), *[""] * 8]
+
+
+def _file_notices(run, name: str) -> list[str]:
+    """``file_changed`` notices ``name`` read or has queued (an idle agent reads them at its next step)."""
+    queued = [m["text"] for m in run.agents()[name]["inbox"] if m.get("kind") == "notice:file_changed"]
+    return run.notices(name, "file_changed") + queued
+
+
+@pytest.mark.parametrize("scheduling", ["auto", "completions"], ids=["lockstep", "completions"])
+@pytest.mark.parametrize("caller_first", [True, False], ids=["caller-first", "other-first"])
+def test_two_members_writing_one_file_at_once_one_wins_the_other_is_told(
+    make_team, race_roles, caller_first, scheduling
+):
+    """Collaboration spec §2.2 (shared files): exactly one write succeeds; the other is told who won, reads, merges."""
+    script = {
+        LEADER: _creates_both(caller_first=caller_first),
+        CALLER: _writer("from caller"),
+        OTHER: _writer("from other"),
+    }
+    run = make_team(script, roles_dir=race_roles, policy=Policy(max_parallel=4, scheduling=scheduling))
+    run.send("Go")
+    assert_team_invariants(run.values)
+
+    first = {name: run.tool_results(name, "write_file")[0] for name in (CALLER, OTHER)}
+    [loser] = [name for name, result in first.items() if error_of(result) == "stale_version"]
+    [winner] = [name for name in first if name != loser]
+    assert error_of(first[winner]) is None and winner in str(first[loser].content)
+    text = (run.team.runtime.project_folder(run.config) / SHARED).read_text(encoding="utf-8")
+    words = {CALLER: "from caller", OTHER: "from other"}
+    assert text.splitlines() == [words[winner], words[loser]]
+    record = run.values["team"]["files"][SHARED]
+    assert (record["version"], record["by"]) == (2, loser)
+    assert len(_file_notices(run, winner)) == 1 and _file_notices(run, loser) == []

@@ -83,6 +83,9 @@ def test_builtin_roles_are_complete():
                 "skill_admin",
                 "tasks",
                 "admin",
+                "commands",
+                "memory",
+                "search",
             )
         else:
             assert role.tools[:2] == ("member", "files"), role_id
@@ -98,6 +101,8 @@ def test_builtin_roles_are_complete():
                 "tasks",
                 "admin",
                 "commands",
+                "tool_admin",
+                "agent_info",
             }, role_id
             # The sessions spec gives its tools to every agent.
             assert "sessions" in role.tools, role_id

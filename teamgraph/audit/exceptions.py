@@ -8,6 +8,10 @@
   ``call_agent``...), notify the Team Leader.
 - The same tool with the same arguments ``Policy.loop_warn`` times in a row gives
   the agent a warning; ``Policy.loop_stop`` times stops its turn and tells the leader.
+- A member's tool that failed after its retry (``tool_failed``) notifies the Team
+  Leader (``Policy.notify_master``; the collaboration spec §5.1).
+- A member whose failures were escalated to the leader stops its turn and waits
+  for the leader's instruction (``Policy.escalation_waits``; the collaboration spec §5.2).
 
 The rules read the agent's history (pure functions, no state of their own), so
 the step that acts on them and the collaboration log that records them decide
@@ -24,12 +28,13 @@ from typing import Any
 from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
 
 from teamgraph.messaging import effects, results
-from teamgraph.messaging.envelopes import LEADER, clip, notice
+from teamgraph.messaging.envelopes import ENVELOPE_KEY, LEADER, clip, notice
+from teamgraph.messaging.notices import STOPPED
 from teamgraph.messaging.results import outcome_of
 from teamgraph.policy import Policy
 from teamgraph.records import Effect
 
-FILE_TOOLS = frozenset({"read_file", "write_file", "list_files"})
+FILE_TOOLS = frozenset({"read_file", "write_file", "edit_file", "list_files", "restore_file"})
 SEND_TOOLS = frozenset({"sessions_send", "call_agent", "call_agents", "ask_sub_agent", "ask_other_agent"})
 TIMED_OUT = "Timed out"
 """How the router's result of a timed-out blocking call begins."""
@@ -42,6 +47,12 @@ RETRIES_KEY = "teamgraph_retries"
 
 # The rules' kinds (also the collaboration log's codes, upper-cased).
 LOOP_WARNING, LOOP_STOP, FILE_FAILURES, SEND_TIMEOUTS = "loop_warning", "loop_stop", "file_failures", "send_timeouts"
+TOOL_FAILURE = "tool_failure"
+STOPPED_KIND = f"notice:{STOPPED}"
+TOOL_FAILED_CODE = "tool_failed"
+"""The error code of a tool that failed after its retries (``teamgraph/tools/errors.py``, a layer above)."""
+ESCALATED = frozenset({FILE_FAILURES, SEND_TIMEOUTS, TOOL_FAILURE})
+"""The rules whose trigger escalates to the leader (the member then waits, ``Policy.escalation_waits``)."""
 
 TRANSIENT_TYPES: tuple[type[BaseException], ...] = (TimeoutError, ConnectionError, InterruptedError, BlockingIOError)
 TRANSIENT_NAMES = frozenset(
@@ -199,6 +210,8 @@ def triggered(policy: Policy, name: str, history: Sequence[AnyMessage], end: int
     turn) call it on the same history and get the same answer.
     """
     member = name != LEADER
+    if stopped_since_last_turn(history, end):
+        return []  # NOTE: the rules stopped that turn already: a new turn must not judge it again
     found: list[Trigger] = []
     repeats, newest = repeat_streak(history, end)
     if member and repeats >= policy.loop_stop:
@@ -209,7 +222,30 @@ def triggered(policy: Policy, name: str, history: Sequence[AnyMessage], end: int
         found.append(Trigger(FILE_FAILURES, files))
     if member and (timeouts := tail_streak(history, SEND_TOOLS, _timed_out, end)) == policy.send_timeouts:
         found.append(Trigger(SEND_TIMEOUTS, timeouts))
+    if member and policy.notify_master and (broken := failed_tools(history, end)):
+        found.append(Trigger(TOOL_FAILURE, len(broken), ", ".join(broken)))
     return found
+
+
+def stopped_since_last_turn(history: Sequence[AnyMessage], end: int | None = None) -> bool:
+    """Whether the agent's newest turn was stopped (a ``stopped`` notice follows its last AI message)."""
+    for index in range((len(history) if end is None else end) - 1, -1, -1):
+        message = history[index]
+        if isinstance(message, AIMessage):
+            return False
+        if message.additional_kwargs.get(ENVELOPE_KEY) == STOPPED_KIND:
+            return True
+    return False
+
+
+def failed_tools(history: Sequence[AnyMessage], end: int | None = None) -> list[str]:
+    """The tools of the newest turn that failed for good (``tool_failed``: after their retries)."""
+    newest = next(iter_blocks(history, end), None)
+    if newest is None:
+        return []
+    ai, answered = newest
+    names = {c["id"]: c["name"] for c in ai.tool_calls}
+    return [names.get(r.tool_call_id, r.name or "?") for r in answered if results.error_of(r) == TOOL_FAILED_CODE]
 
 
 @dataclass
@@ -234,6 +270,7 @@ def leader_notice(name: str, trigger: Trigger) -> str:
         "stopped (loop). Give it new instructions or another approach.",
         FILE_FAILURES: f"{name}: {trigger.count} file operations failed in a row. Check its paths or help it.",
         SEND_TIMEOUTS: f"{name}: {trigger.count} calls timed out in a row. The agents it calls may be stuck.",
+        TOOL_FAILURE: f"{name}: {trigger.detail} failed after its retry. Check the tool or give another way.",
     }
     return texts.get(trigger.kind, "")
 
@@ -263,7 +300,10 @@ def guard_step(policy: Policy, name: str, history: Sequence[AnyMessage]) -> Step
             )
             continue
         guard.effects.append(effects.deliver(to=LEADER, body=notice(leader_notice(name, trigger))))
-        if trigger.kind == LOOP_STOP:
+        # NOTE: the collaboration spec §5.2: an escalated member waits for the master's instruction (a message
+        # from the leader starts its next turn) instead of working on around the failure.
+        waits = trigger.kind in ESCALATED and policy.escalation_waits
+        if (trigger.kind == LOOP_STOP or waits) and not guard.stop:
             guard.effects.append(effects.stop(target=name))
             guard.stop = True
     return guard

@@ -110,13 +110,13 @@ def export_records(team: Any, config: RunnableConfig) -> ExportRecords:
             for m in history
             if isinstance(m, AIMessage)
             for call in m.tool_calls
-            if call["name"] == "write_file"
+            if call["name"] in ("write_file", "edit_file", "restore_file")
         }
     )
     return ExportRecords(
         thread=str(config["configurable"]["thread_id"]),
         task=redact("\n\n".join(m.text for m in user)),
-        report=redact(replies[-1].text if replies else ""),
+        report=redact(str(replies[-1].text) if replies else ""),
         tokens=team_tokens(values, prices),
         agents=[
             {"name": name, **_flat({k: v for k, v in rec.items() if k not in ("inbox", "waits")})}
@@ -181,15 +181,39 @@ def _write_json(records: ExportRecords, out: Path) -> None:
     out.write_text(json.dumps(records, ensure_ascii=False, indent=2, default=str), encoding="utf-8")
 
 
+def _column(value: Any) -> Any:
+    """A value as one of the plain types sqlite-utils maps to a column type.
+
+    sqlite-utils picks a column's type by ``type(value)`` exactly, so a ``str``
+    subclass (LangChain's ``TextAccessor``, a message's ``.text``) or an enum is
+    not found in its table: every value goes in as a plain ``str``, ``int``,
+    ``float``, ``bytes`` or ``None``; anything else as its JSON text.
+    """
+    if value is None or type(value) in (str, int, float, bytes):
+        return value
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, int | float):
+        return value.real
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _rows(records: list[Any]) -> list[dict[str, Any]]:
+    """Rows with every value a plain column value (see ``_column``)."""
+    return [{str(k): _column(v) for k, v in dict(row).items()} for row in records]
+
+
 def _write_sqlite(records: ExportRecords, out: Path) -> None:
     out.unlink(missing_ok=True)
     private_database(out)
     db = sqlite_utils.Database(out)
-    db.table("agents").insert_all(records["agents"], pk="name", alter=True)
-    db.table("messages").insert_all([dict(row) for row in records["messages"]], pk=("agent", "seq"), alter=True)
-    db.table("requests").insert_all(records["requests"], pk="id", alter=True)
-    db.table("deliveries").insert_all(records["deliveries"], pk="id", alter=True)
-    db.table("log").insert_all(records["log"], alter=True)
+    db.table("agents").insert_all(_rows(records["agents"]), pk="name", alter=True)
+    db.table("messages").insert_all(_rows(records["messages"]), pk=("agent", "seq"), alter=True)
+    db.table("requests").insert_all(_rows(records["requests"]), pk="id", alter=True)
+    db.table("deliveries").insert_all(_rows(records["deliveries"]), pk="id", alter=True)
+    db.table("log").insert_all(_rows(records["log"]), alter=True)
     for table in ("agents", "messages", "requests", "deliveries", "log"):
         if not db[table].exists():  # NOTE: an empty thread still gets every table (queries keep working)
             db.execute(f"CREATE TABLE [{table}] (id TEXT)")

@@ -19,6 +19,7 @@ from teamgraph.audit.exceptions import (
     RETRIES_KEY,
     SEND_TIMEOUTS,
     TIMED_OUT,
+    TOOL_FAILURE,
     triggered,
 )
 from teamgraph.audit.records import Kind, Level, LogEvent, Result, log_time, one_line
@@ -48,7 +49,7 @@ ARG_LIMIT = 60
 
 # The kind of each tool's log line; any other tool is a plain ``tool`` line.
 TOOL_KINDS: dict[str, Kind] = {
-    **dict.fromkeys(("read_file", "write_file", "list_files"), "file"),
+    **dict.fromkeys(("read_file", "write_file", "edit_file", "list_files", "restore_file"), "file"),
     **dict.fromkeys(
         (
             "call_agent",
@@ -173,6 +174,7 @@ GUARD_LINES: dict[str, tuple[Level, str]] = {
     LOOP_STOP: ("ERROR", "LOOP_STOPPED"),
     FILE_FAILURES: ("WARN", "FILE_FAILURES"),
     SEND_TIMEOUTS: ("WARN", "SEND_TIMEOUTS"),
+    TOOL_FAILURE: ("ERROR", "TOOL_FAILURE"),
 }
 """The level and code of each exception-policy rule's line."""
 

@@ -21,6 +21,7 @@ from rich.text import Text
 from teamgraph.audit.report import run_report
 from teamgraph.audit.tokens import with_tokens
 from teamgraph.checkpoints.store import POSTGRES_SCHEMES
+from teamgraph.cli.links import render_links, sources_in
 from teamgraph.cli.output import (
     Cell,
     Column,
@@ -36,12 +37,12 @@ from teamgraph.cli.threads import db_args, home_args, store_label, thread_config
 
 
 def _files_written(histories: Mapping[str, list[Any]], project_dir: Path) -> list[tuple[Path, str]]:
-    """Files the thread's agents wrote with write_file that still exist: (path, who)."""
+    """Files the thread's agents wrote (write, edit, restore) that still exist: (path, who)."""
     found: dict[Path, str] = {}
     for agent, messages in histories.items():
         for message in messages:
             for call in getattr(message, "tool_calls", None) or ():
-                if call.get("name") != "write_file":
+                if call.get("name") not in ("write_file", "edit_file", "restore_file"):
                     continue
                 rel = (call.get("args") or {}).get("path")
                 if not isinstance(rel, str):
@@ -86,8 +87,10 @@ def print_summary(out: Console, team: Any, graph: Any, thread: str) -> bool:
     agents = with_tokens(values, team.runtime.prices)
     requests = values.get("requests") or {}
 
+    project = team.runtime.project_folder(thread_config(thread))
     final = run_report(values)
     if final:
+        final = render_links(final, project=project, sources=sources_in(values.get("histories") or {}))
         out.print(Panel(Text(final), title="Team Leader's report", title_align="left", border_style="green"))
     else:
         out.print(

@@ -13,9 +13,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 
-from teamgraph.governance import admin, commands, sandbox, skills
+from teamgraph.governance import admin, commands, declared, sandbox, skills
 from teamgraph.governance.agents import above
-from teamgraph.roles.matrix import DEFAULT_MATRIX, PermissionMatrix, apply_override, dump_matrix
+from teamgraph.roles.matrix import DEFAULT_MATRIX, SET_TOOLS, PermissionMatrix, apply_override, dump_matrix
 from teamgraph.roles.model import Role
 from teamgraph.runtime import TeamRuntime
 
@@ -166,6 +166,21 @@ def _set_permissions(runtime: TeamRuntime, args: dict[str, Any], ctx: CallContex
     return f"Permissions updated ({path}); {counts}."
 
 
+def _register_tool(runtime: TeamRuntime, args: dict[str, Any], ctx: CallContext) -> str:
+    tool = declared.DeclaredTool.model_validate({**args, "author": ctx["caller"]})
+    builtin = {name for names in SET_TOOLS.values() for name in names}
+    path = declared.register(runtime.home, tool, builtin=builtin)
+    return f"Tool '{tool.name}' registered ({path}). Give it to a role with endow_tool (it needs approval)."
+
+
+def _endow_tool(runtime: TeamRuntime, args: dict[str, Any], ctx: CallContext) -> str:
+    role_id, name = str(args["role_id"]), str(args["tool_name"])
+    if role_id not in runtime.roles:
+        raise declared.DeclaredToolError(f"No role '{role_id}'. Roles: {', '.join(runtime.roles)}.")
+    names = declared.endow(runtime.home, role_id, name)
+    return f"Role {role_id} now has the declared tools: {', '.join(names)} (from its agents' next step)."
+
+
 EXECUTORS: dict[str, Executor] = {
     "create_skill": _create_skill,
     "set_skill": _set_skill,
@@ -177,10 +192,20 @@ EXECUTORS: dict[str, Executor] = {
     "delete_agent": lambda runtime, args, ctx: admin.delete_role(runtime, args["role_id"], ctx.get("roles_in_use", [])),
     "create_custom_agent": lambda runtime, args, ctx: admin.create_role(runtime, args),
     "set_permissions": _set_permissions,
+    "register_tool": _register_tool,
+    "endow_tool": _endow_tool,
 }
 """Tool name -> the act a governed call performs (run directly, or after an approval)."""
 
-ACT_ERRORS = (skills.SkillError, commands.CommandError, admin.AgentConfigError, ValueError, KeyError, OSError)
+ACT_ERRORS = (
+    skills.SkillError,
+    commands.CommandError,
+    admin.AgentConfigError,
+    declared.DeclaredToolError,
+    ValueError,
+    KeyError,
+    OSError,
+)
 
 
 def sensitive_operation(runtime: TeamRuntime, tool: str, args: Mapping[str, Any], caller: Role) -> str | None:

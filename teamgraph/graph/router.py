@@ -32,6 +32,7 @@ from teamgraph.records import (
     BoardEffect,
     DeliverEffect,
     EndowEffect,
+    FileEffect,
     EscalateEffect,
     HumanAnswerEffect,
     OpenEffect,
@@ -74,6 +75,7 @@ class Handlers(TypedDict):
     task_create: Callable[[Ledger, TaskCreateEffect], None]
     task_update: Callable[[Ledger, TaskUpdateEffect], None]
     endow: Callable[[Ledger, EndowEffect], None]
+    file: Callable[[Ledger, FileEffect], None]
 
 
 HANDLERS: Handlers = {
@@ -95,6 +97,7 @@ HANDLERS: Handlers = {
     "task_create": work.on_task_create,
     "task_update": work.on_task_update,
     "endow": work.on_endow,
+    "file": work.on_file,
 }
 """Effect kind -> the handler that applies it."""
 

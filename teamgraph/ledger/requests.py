@@ -351,8 +351,20 @@ def _decide_plan(ledger: Ledger, record: Request, *, approve: bool, feedback: st
 
 
 def release_on_timeout(ledger: Ledger, record: Request) -> None:
-    """A blocking send timed out: the caller goes on; the answer comes later as a message."""
+    """A blocking send timed out: wait and retry once, then the caller goes on and the master is told.
+
+    The collaboration spec §5.1: a communication time-out waits (``Policy.timeout_retry_wait``
+    seconds), reminds the target once (the retry), and only when that times out too
+    releases the caller (its answer comes later as a message) and notifies the
+    Team Leader (``Policy.notify_master``).
+    """
     target, rid = record.get("route", record["to"]), record["id"]
+    wait = ledger.policy.timeout_retry_wait
+    if wait and "retried_at" not in record and target in ledger.agents:
+        deadline = (ledger.runtime.clock.now() + timedelta(seconds=wait)).isoformat()
+        ledger.save({**record, "deadline": deadline, "retried_at": ledger.now})
+        notify(ledger, target, notices.retry_reminder(rid, asker=record["from"], body=record["body"]))
+        return
     ledger.save({**record, "deadline": None, "timed_out_at": ledger.now})
     waiter = ledger.agents.get(record["from"])
     call_id = record.get("call_id")
@@ -360,3 +372,5 @@ def release_on_timeout(ledger: Ledger, record: Request) -> None:
         return
     content = results.timed_out(target, rid, record.get("timeout") or 0)
     answer_wait(ledger, record["from"], call_id, content, outcome=results.TIMED_OUT)
+    if ledger.policy.notify_master and record["from"] != LEADER:
+        notify(ledger, LEADER, notices.communication_failed(record["from"], target=target, request_id=rid), wake=False)

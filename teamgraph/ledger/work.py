@@ -11,11 +11,14 @@ from teamgraph.ledger.book import Ledger
 from teamgraph.ledger.mail import notify
 from teamgraph.messaging import notices
 from teamgraph.records import (
+    ENDED,
     LEADER,
     LEADER_ROLE_ID,
     BoardAddEffect,
     BoardEffect,
     EndowEffect,
+    FileEffect,
+    FileRecord,
     Task,
     TaskCreateEffect,
     TaskUpdateEffect,
@@ -85,6 +88,24 @@ def on_endow(ledger: Ledger, effect: EndowEffect) -> None:
     current.update({s["name"]: s for s in effect["skills"]})
     endowments[effect["target"]] = list(current.values())
     ledger.team["endowments"] = endowments
+
+
+def on_file(ledger: Ledger, effect: FileEffect) -> None:
+    """A project file read or written: record who saw which version; tell earlier readers of a change."""
+    files = dict(ledger.team.get("files", {}))
+    path, agent, version = effect["path"], effect["agent"], effect["version"]
+    record: FileRecord = {"version": 0, "by": "", "seen": {}, **files.get(path, {})}  # type: ignore[typeddict-item]
+    seen = dict(record["seen"])
+    if effect["action"] != "read" and version > record["version"]:
+        for reader, saw in seen.items():
+            member = ledger.agents.get(reader)
+            if reader != agent and saw < version and member is not None and member["status"] not in ENDED:
+                notice = notices.file_changed(path, by=agent, version=version, action=effect["action"])
+                notify(ledger, reader, notice, wake=False)
+        record = {**record, "version": version, "by": agent}
+    seen[agent] = max(seen.get(agent, 0), version)
+    files[path] = {**record, "seen": seen}
+    ledger.team["files"] = files
 
 
 def follow_work(ledger: Ledger) -> None:

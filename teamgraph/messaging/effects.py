@@ -17,6 +17,7 @@ from teamgraph.records import (
     Effect,
     EndowEffect,
     EscalateEffect,
+    FileEffect,
     HumanAnswerEffect,
     OpenEffect,
     PerformedEffect,
@@ -214,3 +215,12 @@ def task_update(
 def endow(*, target: str, skills: list[dict[str, str]]) -> EndowEffect:
     """Give skills (name and description) to an agent (display name) or a role (role id)."""
     return {"kind": ENDOW, "target": target, "skills": skills}
+
+
+# Project files (the collaboration spec §2.2): who saw and who made which version.
+FILE: Final = "file"
+
+
+def file(*, path: str, version: int, action: str) -> FileEffect:
+    """The caller read (``action="read"``) or made (``write``, ``edit``, ``restore``) ``version`` of ``path``."""
+    return {"kind": FILE, "path": path, "version": version, "action": action}

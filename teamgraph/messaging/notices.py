@@ -32,6 +32,9 @@ RUN_BUDGET: Final = "run_budget"
 REPORT_DUE: Final = "report_due"
 REMINDER: Final = "reminder"
 TASK_REFUSED: Final = "task_refused"
+FILE_CHANGED: Final = "file_changed"
+RETRY_REMINDER: Final = "retry_reminder"
+COMMUNICATION_FAILED: Final = "communication_failed"
 
 
 class Notice(NamedTuple):
@@ -151,3 +154,28 @@ def reminder(listing: str) -> Notice:
 def task_refused(action: str, *, error: str) -> Notice:
     """A task-board change was refused (``action``: created, updated)."""
     return _notice(TASK_REFUSED, f"Task not {action}: {error}")
+
+
+def file_changed(path: str, *, by: str, version: int, action: str) -> Notice:
+    """A file the agent read was changed by another agent (the collaboration spec §2.2)."""
+    return _notice(
+        FILE_CHANGED,
+        f"{by} changed {path} ({action}, now version {version}) after you read it. "
+        "Read it again before you rely on it or write it.",
+    )
+
+
+def retry_reminder(request_id: str, *, asker: str, body: str) -> Notice:
+    """A call to this agent timed out once: the retry (the collaboration spec §5.1, wait then retry)."""
+    return _notice(
+        RETRY_REMINDER,
+        f"{asker} is still waiting for your reply to {request_id} (it timed out once): {clip(body, 200)}",
+    )
+
+
+def communication_failed(asker: str, *, target: str, request_id: str) -> Notice:
+    """A member's call timed out again after its retry: the master is told (the collaboration spec §5.1)."""
+    return _notice(
+        COMMUNICATION_FAILED,
+        f"{asker}'s call {request_id} to {target} timed out twice (waited, retried): {target} may be stuck.",
+    )

@@ -66,6 +66,7 @@ _FIXES: dict[str, str] = {
     "thinking_mode": "set thinking_mode to fast or deep",
     "tools": f"list tool sets from {', '.join(TOOL_SETS)}, e.g. tools: [member, files]",
     "level": "set level to one of L1, L2, L3, L4",
+    "mcp": "list MCP server names given to Team(mcp_servers=...), or all, e.g. mcp: [github]",
 }
 
 _FORMAT_HINT = (

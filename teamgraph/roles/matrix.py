@@ -39,7 +39,7 @@ SET_TOOLS: dict[str, tuple[str, ...]] = {
         "sleep",
     ),
     "member": ("ask_master", "ask_other_agent", "answer_other_agent"),
-    "files": ("read_file", "write_file", "list_files"),
+    "files": ("read_file", "write_file", "edit_file", "list_files", "file_versions", "restore_file"),
     "protocols": (
         "propose_plan",
         "review_plan",
@@ -58,6 +58,10 @@ SET_TOOLS: dict[str, tuple[str, ...]] = {
     "teammates": ("spawn_teammate", "list_teammates", "read_inbox", "broadcast", "plan_approval"),
     "skills": ("list_skills", "read_skill"),
     "skill_admin": ("create_skill", "set_skill", "delete_skill", "endow_skills"),
+    "tool_admin": ("register_tool", "endow_tool", "list_declared_tools"),
+    "agent_info": ("get_agent_config", "list_agents", "get_sub_agent_status"),
+    "memory": ("remember", "recall"),
+    "search": ("web_search",),
     "tasks": ("list_tasks", "create_task", "set_task_status", "set_task_priority"),
     "admin": (
         "list_agents",
@@ -82,6 +86,8 @@ GOVERNED_TOOLS = (
     "delete_agent",
     "create_custom_agent",
     "set_permissions",
+    "register_tool",
+    "endow_tool",
 )
 """Tools whose act can wait for an approval (``governance.operations.EXECUTORS`` performs them)."""
 
@@ -99,6 +105,10 @@ DEFAULT_MATRIX: dict[str, Any] = {
         "tasks": "L2",
         "admin": "L2",
         "commands": "L3",
+        "tool_admin": "L1",
+        "agent_info": "L2",
+        "memory": "L4",
+        "search": "L4",
     },
     "tools": {
         "assign_agent_work": "L1",
@@ -116,7 +126,6 @@ DEFAULT_MATRIX: dict[str, Any] = {
     },
     "roles": {
         "team-leader": {
-            "deny": ["run_command"],
             "resources": ["all project files"],
             "constraint": "does not execute technical tasks itself",
         },
@@ -139,6 +148,7 @@ DEFAULT_MATRIX: dict[str, Any] = {
             "constraint": "does not change core configuration",
         },
         "tool-maker": {
+            "grant": ["tool_admin"],
             "deny": ["set_agent_config", "delete_agent"],
             "resources": ["the tool code base"],
             "constraint": "does not change agent configuration",
@@ -161,6 +171,7 @@ DEFAULT_MATRIX: dict[str, Any] = {
             "when": "core_config",
         },
         "run_unlisted_command": {"tools": ["run_command"], "when": "command_not_allowed"},
+        "endow_tool": {"tools": ["endow_tool"]},
     },
 }
 """Roles, levels and sensitive operations (docs/protocols.md, "Permissions") as data, shaped like permissions.yaml."""
@@ -172,7 +183,10 @@ class RoleRule(BaseModel):
     Attributes:
         grant: Tool names, tool sets or patterns (``get_agent_*``) allowed whatever the level.
         deny: Tool names or patterns refused whatever the level.
-        resources: What the role works on (documentation, shown in errors).
+        resources: What the role works on. Words are documentation; an entry that is a
+            path in the project folder (it ends with ``/`` or holds a ``*``, e.g.
+            ``web/``) is enforced: when a role has any, its file writes must fall
+            under one of them (``writable``).
         constraint: The role's boundary, in words.
     """
 
@@ -277,11 +291,34 @@ def may_hold(matrix: PermissionMatrix, role: Role, tool_set: str) -> bool:
 
 
 def who_may(matrix: PermissionMatrix, tool: str) -> str:
-    """``"L1-L2, or roles hr-manager"``: who may call ``tool``, for error messages."""
+    """``"levels L1, L2 except roles team-leader, or roles hr-manager"``: who may call ``tool``, for errors.
+
+    A role the matrix denies the tool is never listed among those who may: it is named
+    as an exception to its level.
+    """
     level = tool_level(matrix, tool)
     levels = ", ".join(LEVELS[: rank(level)])
-    granted = sorted(r for r, rule in matrix.roles.items() if _matches(rule.grant, tool))
-    return f"levels {levels}" + (f", or roles {', '.join(granted)}" if granted else "")
+    denied = sorted(r for r, rule in matrix.roles.items() if _matches(rule.deny, tool))
+    granted = sorted(r for r, rule in matrix.roles.items() if _matches(rule.grant, tool) and r not in denied)
+    return (
+        f"levels {levels}"
+        + (f" except roles {', '.join(denied)}" if denied else "")
+        + (f", or roles {', '.join(granted)}" if granted else "")
+    )
+
+
+def path_resources(matrix: PermissionMatrix, role_id: str) -> tuple[str, ...]:
+    """The project paths ``role_id``'s resources limit its writes to (empty: no limit)."""
+    rule = matrix.roles.get(role_id, RoleRule())
+    return tuple(r for r in rule.resources if r.endswith("/") or "*" in r)
+
+
+def writable(matrix: PermissionMatrix, role_id: str, path: str) -> bool:
+    """Whether an agent of ``role_id`` may write ``path`` (relative to the project folder, POSIX form)."""
+    limits = path_resources(matrix, role_id)
+    return not limits or any(
+        path.startswith(limit) if limit.endswith("/") else fnmatch.fnmatchcase(path, limit) for limit in limits
+    )
 
 
 def refusal(matrix: PermissionMatrix, role: Role, agent: str, tool: str) -> str | None:

@@ -28,6 +28,10 @@ ToolSetName = Literal[
     "tasks",
     "admin",
     "commands",
+    "tool_admin",
+    "agent_info",
+    "memory",
+    "search",
 ]
 """A tool set a role may use; each maps to one module in ``teamgraph.tools``."""
 
@@ -58,6 +62,8 @@ class Role(BaseModel):
         level: Permission level, L1 (leader) to L4 (every agent).
         require_plan: Whether members must get a plan approved (``submit_plan``)
             before they do work with their work tools.
+        mcp: The MCP servers (names from ``Team(mcp_servers=...)``, or ``all``) whose
+            tools the role's instances get; the Team Leader gets every server's.
         prompt: The role prompt (the Markdown body of the role file).
         source: The file the role came from, or ``"builtin"``.
     """
@@ -73,6 +79,7 @@ class Role(BaseModel):
     tools: tuple[ToolSetName, ...] = ("member", "files")
     level: Level = "L4"
     require_plan: bool = False
+    mcp: tuple[str, ...] = ()
     prompt: str = ""
     source: str = "builtin"
 

@@ -107,6 +107,19 @@ works, and a list of likely problems. Do not change any code." """.rstrip(),
    checked before you ask the user to check anything.""",
     ),
     (
+        "report formats",
+        "## Report formats",
+        """- Files: link each file the team wrote that the user should open, with its path
+  relative to the project folder: [Login page](download://web/login.html). To show
+  one to look at: <show_file path="web/login.html"></show_file>. Only files that
+  exist (written with write_file or edit_file); never invent a path.
+- Sources: put a citation right after the statement it supports, not in a list at
+  the end: a web result as 【cite:src_…】 with the id web_search gave (ids from
+  members' reports count too), a project file as 【file:notes/plan.md】 (a range:
+  【file:api/auth.py#L10-30】). Several: 【cite:src_a,src_b】. Naming a file in bold
+  or code is not a citation. No citation without a source; never invent an id.""",
+    ),
+    (
         "while members work",
         "## While members work",
         """- Their outputs and questions arrive on their own as messages: do not poll their

@@ -10,14 +10,18 @@ from langchain_core.tools import BaseTool
 from teamgraph.governance.gate import GATE_KEY, Gate
 from teamgraph.roles import Role
 from teamgraph.runtime import TeamRuntime
-from teamgraph.tools.admin import ADMIN_TOOLS
+from teamgraph.tools.admin import ADMIN_TOOLS, AGENT_INFO_TOOLS
 from teamgraph.tools.collaboration import COLLABORATION_TOOLS
 from teamgraph.tools.commands import COMMAND_TOOLS
 from teamgraph.tools.context import TeamView, ToolContext
+from teamgraph.tools.declared import TOOL_ADMIN_TOOLS, declared_tools
 from teamgraph.tools.files import FILE_TOOLS
 from teamgraph.tools.leader import LEADER_TOOLS
+from teamgraph.tools.mcp_tools import tools_for
 from teamgraph.tools.member import MEMBER_TOOLS
+from teamgraph.tools.memory import MEMORY_TOOLS
 from teamgraph.tools.protocols import LEADER_PROTOCOL_TOOLS, MEMBER_PROTOCOL_TOOLS
+from teamgraph.tools.search import SEARCH_TOOLS
 from teamgraph.tools.sessions import SESSION_TOOLS
 from teamgraph.tools.skills import SKILL_ADMIN_TOOLS, SKILL_TOOLS
 from teamgraph.tools.tasks import TASK_TOOLS
@@ -60,6 +64,10 @@ TOOL_SET_FACTORIES: dict[str, ToolSet] = {
     "tasks": ToolSet(TASK_TOOLS),
     "admin": ToolSet(ADMIN_TOOLS),
     "commands": ToolSet(COMMAND_TOOLS),
+    "tool_admin": ToolSet(TOOL_ADMIN_TOOLS),
+    "agent_info": ToolSet(AGENT_INFO_TOOLS),
+    "memory": ToolSet(MEMORY_TOOLS),
+    "search": ToolSet(SEARCH_TOOLS),
 }
 """Tool set name -> its tools (the sets a role file's ``tools`` list may name)."""
 
@@ -90,9 +98,12 @@ def tools_for_role(runtime: TeamRuntime, role: Role) -> list[BaseTool]:
     """The tools an agent of ``role`` gets: its tool sets, then the user's own tools."""
     tools: dict[str, BaseTool] = {}
     for name in role.tools:
+        if name == "search" and runtime.search is None:
+            continue  # NOTE: no provider configured: the tool is not offered at all
         for t in tool_set(runtime, name, role):
             tools.setdefault(t.name, t)
-    for t in runtime.tools_of(role):
+    mcp = tools_for(runtime.mcp_tools, role.mcp, leader=role.is_leader)
+    for t in [*runtime.tools_of(role), *declared_tools(runtime, role), *mcp]:
         tools.setdefault(t.name, t)
     return list(tools.values())
 

@@ -69,3 +69,5 @@ ADMIN_TOOLS: list[BaseTool] = [
     *READ_ONLY_LEADER_TOOLS, get_agent_config, set_agent_config, delete_agent, set_permissions,
 ]  # fmt: skip
 """The ``admin`` tool set."""
+AGENT_INFO_TOOLS: list[BaseTool] = [get_agent_config, *READ_ONLY_LEADER_TOOLS]
+"""The ``agent_info`` tool set: the ``get_agent_*`` reads the project manager is granted (collaboration spec §4.1)."""

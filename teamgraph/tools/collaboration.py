@@ -1,8 +1,10 @@
 """The collaboration tools (docs/protocols.md, "Collaboration"): call_agent, call_agents, assign_agent_work.
 
 Messages carry ``sender, receiver, content, project_name, task_name, files``. You
-cannot call the master (the Team Leader) nor yourself. Files are paths inside
-``project/{project_name}/`` under the home folder; anything else is refused.
+cannot call the master (the Team Leader) nor yourself. Files are paths inside the
+thread's project folder, the one every agent's file tools read (the collaboration spec §2.2:
+``project/{project_name}/``), given as the receiver passes them to ``read_file``;
+anything outside it is refused.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ PROJECT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 def collaboration_message(
     *,
-    project_dir: Path,
+    project_folder: Path,
     sender: str,
     receiver: str,
     content: str,
@@ -33,11 +35,7 @@ def collaboration_message(
     task_name: str | None,
     files: list[str] | None,
 ) -> str:
-    """The collaboration message: its fields, then the content; files checked to be in the project."""
-    if files and not project_name:
-        raise fail(
-            "files need a project_name: they are paths inside project/{project_name}/.", code=errors.BAD_ARGUMENT
-        )
+    """The collaboration message: its fields, then the content; files checked to be in the project folder."""
     lines = [f"sender: {sender}", f"receiver: {receiver}"]
     if project_name:
         if not PROJECT_NAME.fullmatch(project_name):
@@ -46,11 +44,10 @@ def collaboration_message(
                 code=errors.BAD_ARGUMENT,
             )
         lines.append(f"project_name: {project_name}")
-        root = project_dir / project_name
-        for path in files or []:
-            resolve_inside(root, path)
-        if files:
-            lines.append("files: " + ", ".join(f"project/{project_name}/{p}" for p in files))
+    if files:
+        top = project_folder.resolve()
+        paths = [resolve_inside(project_folder, path).relative_to(top).as_posix() for path in files]
+        lines.append("files: " + ", ".join(paths) + " (in the project folder: read them with read_file)")
     if task_name:
         lines.append(f"task_name: {task_name}")
     return "\n".join(lines) + "\n---\n" + content
@@ -77,7 +74,7 @@ def addressed_message(
     """The message from the caller to ``receiver``, after checking both and the files."""
     _check_receiver(context, receiver)
     return collaboration_message(
-        project_dir=context.runtime.project_dir,
+        project_folder=context.runtime.project_folder(context.config),
         sender=context.caller,
         receiver=receiver,
         content=content,

@@ -28,6 +28,8 @@ ErrorCode = Literal[
     "unknown_task",
     "unknown_skill",
     "unknown_path",
+    "no_match",
+    "stale_version",
     "bad_argument",
     "wrong_tool",
     "forbidden",
@@ -60,6 +62,10 @@ UNKNOWN_TASK: Final = "unknown_task"
 UNKNOWN_SKILL: Final = "unknown_skill"
 UNKNOWN_PATH: Final = "unknown_path"
 """No file or folder at that path in the project folder."""
+NO_MATCH: Final = "no_match"
+"""``edit_file``'s text occurs 0 or several times in the file (the error gives the count)."""
+STALE_VERSION: Final = "stale_version"
+"""A write based on an older version of a shared file than the current one (read, merge, write again)."""
 
 # The call itself.
 BAD_ARGUMENT: Final = "bad_argument"

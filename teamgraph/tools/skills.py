@@ -71,7 +71,17 @@ def read_skill(name: str, context: ToolContext) -> str:
     Args:
         name: The skill's name, e.g. "write-release-notes".
     """
-    skill = load_skill(context.runtime.home, name)
+    try:
+        skill = load_skill(context.runtime.home, name)
+    except errors.ToolError as exc:
+        if not context.runtime.policy.skill_fallback:
+            raise
+        # NOTE: the collaboration spec §5.1: a skill that fails degrades to the work without it, said openly.
+        raise fail(
+            f"{exc} Go on without the skill: do the work with your own tools and knowledge, and say in your "
+            f"report that the skill '{name}' could not be used.",
+            code=exc.code,
+        ) from None
     return f"# Skill: {skill['name']} (risk: {skill['risk']})\n{skill['description']}\n\n{skill['body']}"
 
 

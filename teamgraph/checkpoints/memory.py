@@ -1,0 +1,50 @@
+"""The team's memory store: a LangGraph ``BaseStore`` in the checkpointer's database where there is one.
+
+``remember``/``recall`` (``teamgraph/tools/memory.py``) keep notes here, under one
+namespace per team home (``memory_namespace``), so every thread of a home shares
+them. The store follows the checkpointer: a ``SqliteStore`` on the same SQLite
+file (its own connection), a ``PostgresStore`` on the same PostgreSQL connection,
+an ``InMemoryStore`` otherwise (no checkpointer, or one of another kind).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from langgraph.store.base import BaseStore
+from langgraph.store.memory import InMemoryStore
+
+from teamgraph.checkpoints.saver import connect
+
+
+def memory_namespace(home: Path) -> tuple[str, ...]:
+    """The namespace of a team home's notes (one per home, whatever the database)."""
+    return ("teamgraph", "memory", hashlib.sha1(str(Path(home).resolve()).encode()).hexdigest()[:16])
+
+
+def _sqlite_file(conn: sqlite3.Connection) -> str | None:
+    row = conn.execute("PRAGMA database_list").fetchone()
+    return str(row[2]) if row and row[2] else None
+
+
+def open_store(checkpointer: Any) -> BaseStore:
+    """The store that goes with ``checkpointer`` (its tables created on first use)."""
+    conn = getattr(checkpointer, "conn", None)
+    if isinstance(conn, sqlite3.Connection) and (path := _sqlite_file(conn)):
+        from langgraph.store.sqlite import SqliteStore
+
+        store_conn = connect(path)
+        store_conn.isolation_level = None  # NOTE: autocommit, as SqliteStore expects: no write lock held
+        sqlite_store = SqliteStore(store_conn)
+        sqlite_store.setup()
+        return sqlite_store
+    if type(checkpointer).__module__.startswith("langgraph.checkpoint.postgres") and conn is not None:
+        from langgraph.store.postgres import PostgresStore
+
+        postgres_store = PostgresStore(conn)
+        postgres_store.setup()
+        return postgres_store
+    return InMemoryStore()

@@ -26,8 +26,8 @@ from teamgraph.roles.matrix import PermissionMatrix
 from teamgraph.runtime import Clock, ModelSpec, SearchProvider, SystemClock, TeamRuntime, TokenCounter
 from teamgraph.team_checks import check_arguments, check_home_writable, check_roles_dir, check_tools
 from teamgraph.tools import builtin_tool_names
-from teamgraph.tools.plain import as_tools
 from teamgraph.tools.mcp_tools import load_mcp_tools
+from teamgraph.tools.plain import as_tools
 
 DEFAULT_HOME = ".teamgraph"
 HistoryView = Literal["full", "model"]

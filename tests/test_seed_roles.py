@@ -7,10 +7,10 @@ from scripting import act, call, on_message
 from tools_fixtures import R1, agent, context_for, result_of, run
 
 from teamgraph import Policy, ScriptedChatModel, Team
-from teamgraph.roles.matrix import refusal
 from teamgraph.governance.operations import sensitive_operation
 from teamgraph.messaging.results import error_of
 from teamgraph.records import LEADER, LEADER_ROLE_ID
+from teamgraph.roles.matrix import refusal
 from teamgraph.runtime import TeamRuntime
 from teamgraph.tools import errors, tools_for_role
 from teamgraph.tools.errors import ToolError

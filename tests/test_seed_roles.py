@@ -87,7 +87,8 @@ def test_a_declared_tool_runs_only_under_the_allow_list(tmp_path):
     with pytest.raises(ToolError) as refused:
         build(spec).func(context=context_for(runtime, R1), path="x; rm -rf /")
     assert refused.value.code == errors.FORBIDDEN and "'x; rm -rf /'" in str(refused.value)
-    assert sensitive_operation(runtime, "endow_tool", {"tool_name": "count_words", "role_id": "researcher"})
+    caller = runtime.roles["tool-maker"]
+    assert sensitive_operation(runtime, "endow_tool", {"tool_name": "count_words", "role_id": "researcher"}, caller)
     bad = declared.DeclaredTool(name="bad_tool", description="x", command="wc {other}")
     with pytest.raises(declared.DeclaredToolError, match="other"):
         declared.register(tmp_path, bad, builtin=set())

@@ -96,9 +96,18 @@ def project_root(context: ToolContext) -> Path:
     return context.runtime.project_folder(context.config)
 
 
-def relative(root: Path, target: Path) -> str:
-    """``target``'s path inside the project folder, in POSIX form (the key of its versions)."""
-    return target.relative_to(root.resolve()).as_posix()
+def versioned_path(root: Path, path: str) -> str:
+    """``path``'s place in the project folder (POSIX form, the key of its versions), found without
+    touching the disk: a link swapped in meanwhile is met by the race-free open, not here."""
+    try:
+        parts = inside.parts_inside(root, path)
+    except inside.OutsideError as exc:
+        raise refusal(exc, root) from None
+    if versions.VERSIONS_DIR in parts:
+        raise fail(
+            f"'{path}' is inside the versions folder. Use file_versions and restore_file.", code=errors.FORBIDDEN
+        )
+    return "/".join(parts)
 
 
 def committed(
@@ -126,12 +135,11 @@ def read_file(path: str, context: ToolContext, offset: int = 0, limit: int = MAX
         limit: How many characters to read at most.
     """
     root = project_root(context)
-    target = resolve_inside(root, path)
+    rel = versioned_path(root, path)
     try:
         text = inside.read_text(root, path)
     except inside.OutsideError as exc:
         raise refusal(exc, root) from None
-    rel = relative(root, target)
     current = versions.history(root, rel)
     text = read_range(text, path, offset=offset, limit=limit)
     # NOTE: a reader is told when another agent changes the file later (a file_changed notice).
@@ -156,10 +164,7 @@ def write_file(path: str, content: str, context: ToolContext) -> Command:
         content: The whole new content.
     """
     root = project_root(context)
-    target = resolve_inside(root, path)
-    if target.is_dir():
-        raise fail(f"'{path}' is a folder. Give a file path.", code=errors.BAD_ARGUMENT)
-    rel = relative(root, target)
+    rel = versioned_path(root, path)
     version = committed(context, root, rel, lambda _: content, action="write")
     return _written(context, rel, version, f"Wrote {len(content)} characters to")
 
@@ -194,7 +199,7 @@ def edit_file(path: str, old_text: str, new_text: str, context: ToolContext) -> 
         new_text: The text to put in its place.
     """
     root = project_root(context)
-    target = resolve_inside(root, path)
+    rel = versioned_path(root, path)
 
     def change(text: str | None) -> str:
         if text is None:
@@ -206,7 +211,6 @@ def edit_file(path: str, old_text: str, new_text: str, context: ToolContext) -> 
         count_matches(text, old_text, path)
         return text.replace(old_text, new_text, 1)
 
-    rel = relative(root, target)
     version = committed(context, root, rel, change, action="edit")
     return _written(context, rel, version, f"Replaced {len(old_text)} characters with {len(new_text)} in")
 
@@ -219,7 +223,7 @@ def file_versions(path: str, context: ToolContext) -> str:
         path: Path relative to the project folder.
     """
     root = project_root(context)
-    rel = relative(root, resolve_inside(root, path))
+    rel = versioned_path(root, path)
     found = versions.history(root.resolve(), rel)
     if not found:
         raise fail(f"'{path}' has no versions: no agent wrote it.", code=errors.UNKNOWN_PATH)
@@ -236,7 +240,7 @@ def restore_file(path: str, version: int, context: ToolContext) -> Command:
         version: The version to go back to (see file_versions).
     """
     root = project_root(context)
-    rel = relative(root, resolve_inside(root, path))
+    rel = versioned_path(root, path)
     old = versions.content_of(root.resolve(), rel, version)
     if old is None:
         known = ", ".join(str(v.number) for v in versions.history(root.resolve(), rel)) or "none"

@@ -22,6 +22,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from teamgraph.checkpoints.db_lease import leases_for
 from teamgraph.checkpoints.saver import DB_FILE, open_sqlite_saver
 from teamgraph.checkpoints.serde import TeamSerializer
 
@@ -84,7 +85,9 @@ def open_checkpointer(db: str | Path | None = None, *, home: str | Path) -> Base
     """
     chosen = resolve_db(db, home)
     if not is_postgres_url(chosen):
-        return open_sqlite_saver(chosen)
+        saver = open_sqlite_saver(chosen)
+        leases_for(saver)
+        return saver
     return _open_postgres(chosen)
 
 
@@ -106,7 +109,9 @@ def _open_postgres(url: str) -> BaseCheckpointSaver:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ValueError(f"Cannot connect to PostgreSQL at {describe_db(url, '.')}: {first}") from e
     saver = PostgresSaver(conn, serde=TeamSerializer())
-    saver.setup()
+    # NOTE: sets the tables up under an advisory lock (two processes on a fresh database) and
+    # fences every write of a thread by its lease (``db_lease.py``).
+    leases_for(saver)
     return saver
 
 

@@ -95,11 +95,13 @@ def test_a_replica_killed_mid_run_has_its_runs_finished_by_the_other(cluster: Cl
 
 
 @pytest.mark.xfail(
-    strict=True,
+    strict=False,
     reason=(
-        "langgraph-runtime-pg 0.11.1 does not fence a swept worker: a replica resumed after its runs were "
-        "taken over goes on writing with the server's AsyncPostgresSaver, which teamgraph cannot lease "
-        "(its leases and fenced writes cover the checkpointers it opens)."
+        "langgraph-runtime-pg 0.11.1 does not fence a swept worker, and teamgraph cannot lease in the server's "
+        "AsyncPostgresSaver: its fence there (checkpoints/fence.py) checks the parent before the write, in another "
+        "statement, so a replica paused inside a checkpoint write still forks the thread when it wakes. Whether "
+        "a pause lands there is timing: 0 to 2 threads of 10 forked in our runs (5 without the fence), hence "
+        "not strict."
     ),
 )
 @ONE_MEMBER

@@ -239,3 +239,31 @@ def test_a_database_that_goes_away_mid_run_fails_the_run_clearly_and_loses_nothi
     reopened = again.compile()
     assert reopened.get_state(config).config["configurable"]["checkpoint_id"] == saved
     assert [m.content for m in reopened.invoke(None, config)["messages"]] == ["One", "Resumed."]  # redone
+
+
+def test_under_a_servers_checkpointer_a_run_whose_thread_went_on_without_it_is_refused(tmp_path):
+    # A worker paused past its heartbeat: the server gave its run to another worker, which wrote on.
+    team, entered, release = blocking_team(tmp_path, False)
+    graph = team.compile().copy(update={"checkpointer": InMemorySaver()})
+    config = {"configurable": {"thread_id": "t"}}
+    with ThreadPoolExecutor(1) as pool:
+        first = pool.submit(graph.invoke, {"messages": [("user", "One")]}, config)
+        assert entered.wait(30)
+        taken_over = graph.update_state(config, {"messages": [("user", "Written by the other worker")]})
+        release.set()
+        with pytest.raises(LeaseLostError, match="'t'"):
+            first.result()
+    latest = graph.get_state(config)
+    assert latest.config["configurable"]["checkpoint_id"] == taken_over["configurable"]["checkpoint_id"]
+    assert [m.content for m in latest.values["messages"]] == ["One", "Written by the other worker"]
+
+
+def test_under_a_servers_checkpointer_a_run_from_a_past_checkpoint_forks_as_asked(tmp_path):
+    team = Team(model=ScriptedChatModel({LEADER: ["First.", "Second.", "Again."]}), home=tmp_path, checkpointer=False)
+    graph = team.compile().copy(update={"checkpointer": InMemorySaver()})
+    config = {"configurable": {"thread_id": "t"}}
+    graph.invoke({"messages": [("user", "One")]}, config)
+    past = graph.get_state(config).config
+    graph.invoke({"messages": [("user", "Two")]}, config)
+    forked = graph.invoke({"messages": [("user", "Instead")]}, past)
+    assert [m.content for m in forked["messages"]][:3] == ["One", "First.", "Instead"]

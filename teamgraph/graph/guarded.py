@@ -28,6 +28,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
 from teamgraph.checkpoints.db_lease import leases_for
+from teamgraph.checkpoints.fence import ParentFence
 from teamgraph.checkpoints.lease import FileLeases, LeaseStore, hold_run
 from teamgraph.compat import CONFIG_KEY_CHECKPOINTER, CONFIG_KEY_DURABILITY, effective_config
 from teamgraph.graph.runs import RUN_KEY, RunScope, scope_of
@@ -96,10 +97,28 @@ class TeamGraph(CompiledStateGraph):
             # NOTE: a parent graph without a checkpointer saves nothing, and the team's "sync"
             # durability would wait for a checkpoint never put (LangGraph 1.2 raises).
             added[CONFIG_KEY_DURABILITY] = "async"
+        fence = self._fence(scope, merged)
+        if fence is not None:
+            added[CONFIG_KEY_CHECKPOINTER] = fence
         given = dict(config or {})
         # NOTE: only keys that are not checkpoint coordinates: LangGraph still merges the ambient config.
         given["configurable"] = {**(given.get("configurable") or {}), **added}
         return scope, given, merged
+
+    def _fence(self, scope: RunScope, merged: RunnableConfig) -> ParentFence | None:
+        """The run's fenced view of a checkpointer the API server brings (None: not that case).
+
+        NOTE: a checkpointer of ours is fenced by its lease (``db_lease.py``); one the server
+        brings can only be checked parent to child (``fence.py``).
+        """
+        if self.lease_home is not None or scope.thread is None or scope.nested:
+            return None
+        configurable = merged.get("configurable") or {}
+        saver = configurable.get(CONFIG_KEY_CHECKPOINTER, self.checkpointer)
+        if not isinstance(saver, BaseCheckpointSaver) or isinstance(saver, ParentFence) or leases_for(saver):
+            return None
+        start = configurable.get("checkpoint_id")
+        return ParentFence(saver, start=None if start is None else str(start))
 
     def _leased(self, scope: RunScope, merged: RunnableConfig) -> AbstractContextManager[object]:
         # NOTE: inside a parent graph the parent's run owns the thread (and lends its checkpointer,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -21,7 +22,7 @@ from pg_fixtures import postgres_server, postgres_url  # noqa: F401
 
 from teamgraph import ScriptedChatModel, Team
 from teamgraph.checkpoints import close_checkpointer, open_checkpointer
-from teamgraph.checkpoints.db_lease import TABLE, CheckpointStoreError, leases_for
+from teamgraph.checkpoints.db_lease import LEASE_ENV, TABLE, CheckpointStoreError, leases_for
 from teamgraph.checkpoints.lease import LEASES_DIR, Holder, LeaseLostError, ThreadBusyError
 
 LEADER = "Team Leader"
@@ -267,3 +268,22 @@ def test_under_a_servers_checkpointer_a_run_from_a_past_checkpoint_forks_as_aske
     graph.invoke({"messages": [("user", "Two")]}, config)
     forked = graph.invoke({"messages": [("user", "Instead")]}, past)
     assert [m.content for m in forked["messages"]][:3] == ["One", "First.", "Instead"]
+
+
+def test_a_run_longer_than_its_lease_keeps_it_by_its_heartbeat(tmp_path, db, monkeypatch):
+    monkeypatch.setenv(LEASE_ENV, "0.6")  # NOTE: renewed every 0.2 s; the model call below takes 1.5 s
+
+    def slow(messages):
+        time.sleep(1.5)
+        return "Slow but mine."
+
+    team = Team(model=ScriptedChatModel({LEADER: [slow]}), home=tmp_path / "home", checkpointer=db)
+    out = team.compile().invoke({"messages": [("user", "Go")]}, {"configurable": {"thread_id": "t"}})
+    assert out["messages"][-1].content == "Slow but mine."
+
+
+@pytest.mark.parametrize("value", ["soon", "0", "-5"])
+def test_a_bad_lease_length_is_refused_naming_the_setting(tmp_path, monkeypatch, value):
+    monkeypatch.setenv(LEASE_ENV, value)
+    with pytest.raises(ValueError, match=LEASE_ENV):
+        Team(model=ScriptedChatModel({}), home=tmp_path).compile()

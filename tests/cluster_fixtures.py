@@ -272,6 +272,8 @@ class Cluster:
                 "OPENAI_API_KEY": "test-key",
                 "TEAMGRAPH_HOME": str(folder / "home"),
                 "LG_BG_JOB_HEARTBEAT": HEARTBEAT_S,
+                # NOTE: the server's Redis pool (64 by default) runs out at 60 runs on one replica.
+                "REDIS_MAX_CONNECTIONS": "1000",
                 "PATH": f"{bin_dir}{os.pathsep}{env.get('PATH', '')}",
             }
         )

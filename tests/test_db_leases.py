@@ -287,3 +287,21 @@ def test_a_bad_lease_length_is_refused_naming_the_setting(tmp_path, monkeypatch,
     monkeypatch.setenv(LEASE_ENV, value)
     with pytest.raises(ValueError, match=LEASE_ENV):
         Team(model=ScriptedChatModel({}), home=tmp_path).compile()
+
+
+def test_a_servers_new_attempt_of_a_run_takes_the_lease_over_from_an_attempt_left_open(tmp_path):
+    # The server retries a run whose attempt failed; the old attempt's stream was left open, holding the lease.
+    team = Team(model=ScriptedChatModel({LEADER: ["Hello.", "Later."]}), home=tmp_path, checkpointer=False)
+    graph = team.compile().copy(update={"checkpointer": InMemorySaver()})
+    config = {"configurable": {"thread_id": "t"}, "metadata": {"run_id": "run-1"}}
+    # NOTE: "sync": its first checkpoint is saved before the chunk comes (none lands later, from behind).
+    old = graph.stream({"messages": [("user", "One")]}, config, stream_mode="updates", durability="sync")
+    next(old)  # the old attempt holds the lease now
+    try:
+        with pytest.raises(ThreadBusyError, match="run-1"):  # another run is still refused
+            graph.invoke(None, {"configurable": {"thread_id": "t"}, "metadata": {"run_id": "run-2"}})
+        assert graph.invoke(None, config)["messages"][-1].content == "Hello."
+    finally:
+        old.close()
+    later = graph.invoke({"messages": [("user", "Two")]}, {"configurable": {"thread_id": "t"}})  # the lease is free
+    assert [m.content for m in later["messages"]] == ["One", "Hello.", "Two", "Later."]

@@ -118,7 +118,7 @@ class DbLeases:
         """
         with self._failing_clearly(thread_id, "take the lease of"), self.transaction():
             current = self._row(thread_id)
-            if current is not None and current[1] and not current[0].is_gone():
+            if current is not None and current[1] and not (current[0].is_gone() or holder.retries(current[0])):
                 raise ThreadBusyError(busy_message(thread_id, current[0]))
             fields = (holder.token, holder.host, holder.pid, holder.run_id, holder.since)
             if current is None:

@@ -80,6 +80,15 @@ class Holder:
         run = f"run {self.run_id}, " if self.run_id else ""
         return f"process {self.pid} on {self.host} ({run}since {self.since})"
 
+    def retries(self, other: Holder) -> bool:
+        """Whether this hold is a new attempt of the run ``other`` holds (same run id).
+
+        An API server retries a run whose attempt failed or whose worker it swept, and runs one
+        attempt of a run at a time: the new attempt takes the lease over (an earlier attempt
+        still going is a zombie, refused at its next write by the fence).
+        """
+        return self.run_id is not None and self.run_id == other.run_id
+
     def is_gone(self) -> bool:
         """Whether the holder is a process of this machine that no longer runs it.
 
@@ -138,8 +147,9 @@ def hold_run(store: LeaseStore | None, thread_id: str, *, run_id: str | None = N
     key = (store.key if store is not None else LOCAL_STORE, thread_id)
     holder = Holder.mine(run_id)
     with _HELD_LOCK:
-        if key in _HELD:
-            raise ThreadBusyError(busy_message(thread_id, _HELD[key]))
+        current = _HELD.get(key)
+        if current is not None and not holder.retries(current):
+            raise ThreadBusyError(busy_message(thread_id, current))
         if store is not None:
             store.acquire(thread_id, holder)
         _HELD[key] = holder
@@ -148,7 +158,8 @@ def hold_run(store: LeaseStore | None, thread_id: str, *, run_id: str | None = N
             yield holder
     finally:
         with _HELD_LOCK:
-            _HELD.pop(key, None)
+            if _HELD.get(key) is holder:
+                del _HELD[key]
         if store is not None:
             store.release(thread_id, holder)
 

@@ -305,3 +305,27 @@ def test_a_servers_new_attempt_of_a_run_takes_the_lease_over_from_an_attempt_lef
         old.close()
     later = graph.invoke({"messages": [("user", "Two")]}, {"configurable": {"thread_id": "t"}})  # the lease is free
     assert [m.content for m in later["messages"]] == ["One", "Hello.", "Two", "Later."]
+
+
+def test_many_threads_run_at_once_in_one_process_while_their_leases_beat(tmp_path, db, monkeypatch):
+    # NOTE: runs starting (the registry, then the database), fenced writes (the database, then the
+    # registry) and heartbeats all at once on one connection: a lock order that deadlocks hangs here.
+    monkeypatch.setenv(LEASE_ENV, "0.3")
+
+    def reply(messages):
+        time.sleep(0.05)
+        return "Done."
+
+    team = Team(model=ScriptedChatModel({LEADER: [reply]}), home=tmp_path / "home", checkpointer=db)
+    graph = team.compile()
+
+    def run(n: int) -> str:
+        config = {"configurable": {"thread_id": f"t{n}"}}
+        return graph.invoke({"messages": [("user", "Go")]}, config)["messages"][-1].content
+
+    pool = ThreadPoolExecutor(12)
+    try:
+        futures = [pool.submit(run, n) for n in range(24)]
+        assert [f.result(timeout=300) for f in futures] == ["Done."] * 24  # NOTE: a hang guard, not a timing
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)

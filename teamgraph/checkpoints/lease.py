@@ -98,7 +98,8 @@ class Holder:
             return False
         if self.pid == os.getpid():
             # NOTE: our own pid but none of our runs holds it: left by an earlier process with this pid.
-            return all(held.token != self.token for held in _HELD.values())
+            with _HELD_LOCK:
+                return all(held.token != self.token for held in _HELD.values())
         return not _alive(self.pid)
 
 
@@ -146,14 +147,16 @@ def hold_run(store: LeaseStore | None, thread_id: str, *, run_id: str | None = N
     """
     key = (store.key if store is not None else LOCAL_STORE, thread_id)
     holder = Holder.mine(run_id)
+    # NOTE: the registry's lock is never held while the store is used: a fenced write holds the
+    # store's lock and then reads the registry, so the other order would deadlock.
     with _HELD_LOCK:
         current = _HELD.get(key)
         if current is not None and not holder.retries(current):
             raise ThreadBusyError(busy_message(thread_id, current))
-        if store is not None:
-            store.acquire(thread_id, holder)
         _HELD[key] = holder
     try:
+        if store is not None:
+            store.acquire(thread_id, holder)
         with store.renewer(thread_id, holder) if store is not None else contextlib.nullcontext():
             yield holder
     finally:

@@ -23,7 +23,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 WorkloadFn = Callable[[dict, Path], dict]
-MODULES = ("bench.baselines", "bench.teamgraph_workloads", "bench.context_workloads", "bench.scheduler_workloads")
+MODULES = (
+    "bench.baselines",
+    "bench.teamgraph_workloads",
+    "bench.context_workloads",
+    "bench.scheduler_workloads",
+    "bench.cluster_workloads",
+)
 
 
 @dataclass

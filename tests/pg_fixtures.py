@@ -78,7 +78,11 @@ def _start_cluster(folder: Path) -> tuple[str, list[str]]:
         capture_output=True,
         timeout=START_TIMEOUT_S,
     )
-    options = f"-c listen_addresses=127.0.0.1 -p {port} -k {folder} -c fsync=off -c full_page_writes=off"
+    # NOTE: room for the cluster tests' replicas (each holds a pool of connections).
+    options = (
+        f"-c listen_addresses=127.0.0.1 -p {port} -k {folder} -c fsync=off -c full_page_writes=off "
+        "-c max_connections=300"
+    )
     subprocess.run(
         _as_postgres_user(
             [pg_ctl, "-D", str(data), "-l", str(log), "-o", options, "-w", "-t", str(START_TIMEOUT_S), "start"]

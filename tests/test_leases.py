@@ -11,6 +11,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 from teamgraph import ScriptedChatModel, Team
@@ -70,7 +71,8 @@ def test_a_lease_whose_holder_died_is_taken_over(tmp_path):
 
     lease = {"thread_id": "t", "pid": int(dead.stdout), "host": socket.gethostname(), "since": "2026-01-01T00:00:00"}
     (folder / _file_name("t")).write_text(json.dumps(lease))
-    team = Team(model=ScriptedChatModel({LEADER: ["Hello."]}), home=tmp_path)
+    # NOTE: a checkpointer without a lease table of ours (the SQLite default leases in its file).
+    team = Team(model=ScriptedChatModel({LEADER: ["Hello."]}), home=tmp_path, checkpointer=InMemorySaver())
     out = team.compile().invoke({"messages": [("user", "Hi")]}, {"configurable": {"thread_id": "t"}})
     assert out["messages"][-1].content == "Hello."
     assert not (folder / _file_name("t")).exists()  # released when the run ended

@@ -10,6 +10,7 @@ the leader's board step closed by its report.
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import subprocess
 import sys
@@ -210,7 +211,8 @@ def test_a_ctrl_c_while_the_command_loads_prints_no_traceback(tmp_path: Path) ->
         child.wait()  # NOTE: not close() alone: it kills a child still exiting 0.1 s after its output ended
         child.close()
         assert "Traceback" not in (child.before or ""), (delay, child.before)
-        assert child.exitstatus == 130, (delay, child.before)
+        # NOTE: 130, or the SIGINT itself when the interrupt lands while the interpreter exits
+        assert child.exitstatus == 130 or child.signalstatus == signal.SIGINT, (delay, child.before)
 
 
 # --------------------------------------------------------------------------- endpoints and secrets

@@ -21,10 +21,11 @@ next call gets a fresh connection instead of the closed one.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from urllib.parse import urlsplit
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from teamgraph.checkpoints.db_lease import CheckpointStoreError, leases_for
 from teamgraph.checkpoints.saver import DB_FILE, open_sqlite_saver
 from teamgraph.checkpoints.serde import TeamSerializer
 from teamgraph.redaction import redact
@@ -54,8 +56,6 @@ SUPPORTED_DATABASES = (
 )
 _URL_SCHEME = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]+):/")
 """A URL's scheme: two characters at least, so that a drive letter (``C:/teams.sqlite``) stays a path."""
-POOL_SIZE = 4
-"""Connections a Team keeps to PostgreSQL (the saver serializes its calls; the rest is headroom)."""
 _LATEST_THREADS_SQL = (
     "SELECT thread_id, MAX(checkpoint_id) AS last FROM checkpoints "
     "WHERE checkpoint_ns = '' GROUP BY thread_id ORDER BY last DESC"
@@ -133,7 +133,9 @@ def open_checkpointer(db: str | Path | None = None, *, home: str | Path) -> Base
     """
     chosen = resolve_db(db, home)
     if not is_postgres_url(chosen):
-        return open_sqlite_saver(chosen)
+        saver = open_sqlite_saver(chosen)
+        leases_for(saver)
+        return saver
     return _open_postgres(chosen)
 
 
@@ -142,7 +144,6 @@ def _open_postgres(url: str) -> BaseCheckpointSaver:
         import psycopg
         from langgraph.checkpoint.postgres import PostgresSaver
         from psycopg.rows import dict_row
-        from psycopg_pool import ConnectionPool
     except ImportError as e:
         raise ImportError(
             "A PostgreSQL database needs langgraph-checkpoint-postgres and psycopg: pip install 'teamgraph[postgres]'."
@@ -152,38 +153,83 @@ def _open_postgres(url: str) -> BaseCheckpointSaver:
     # rows as dicts.
     settings: dict[str, Any] = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
     try:
-        # NOTE: one direct connection first: the pool only says "timed out", this says why.
         psycopg.Connection.connect(url, **settings).close()
     except psycopg.OperationalError as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ValueError(f"Cannot connect to PostgreSQL at {describe_db(url, '.')}: {redact(first)}") from e
-    # NOTE: check_connection before each hand-out: after a server restart the pooled
-    # connections are closed, and the pool replaces them instead of failing the call.
-    pool: ConnectionPool = ConnectionPool(
-        url,
-        min_size=1,
-        max_size=POOL_SIZE,
-        kwargs=settings,
-        check=ConnectionPool.check_connection,
-        num_workers=1,  # NOTE: its maintenance threads (they end when the pool is closed or collected)
-        open=False,
+    # NOTE: one connection, not a pool: a write is fenced by the thread's lease in the same
+    # transaction, on the same connection (``db_lease.py``). A connection the server closed
+    # (a restart) is replaced at the next call instead (``reconnecting``).
+    saver = PostgresSaver(psycopg.Connection.connect(url, **settings), serde=TeamSerializer())
+    # NOTE: sets the tables up under an advisory lock (two processes on a fresh database) and
+    # fences every write of a thread by its lease (``db_lease.py``).
+    leases_for(saver)
+    reconnecting(
+        saver,
+        lambda: psycopg.Connection.connect(url, **settings),
+        errors=(psycopg.OperationalError, psycopg.InterfaceError, CheckpointStoreError),
     )
-    pool.open(wait=True)
-    saver = PostgresSaver(pool, serde=TeamSerializer())  # type: ignore[arg-type]
-    saver.setup()
     return saver
+
+
+SAVER_CALLS = ("get_tuple", "put", "put_writes", "delete_thread", "get_delta_channel_history")
+"""The PostgresSaver methods that reconnect once when the server closed their connection."""
+LEASE_CALLS = ("acquire", "renew", "release", "holder")
+"""The same for its lease table's (``db_lease.py``)."""
+
+
+class _Reconnecting:
+    """Calls of a saver that get a new connection when they meet a closed one, then run again."""
+
+    def __init__(self, saver: Any, connect: Callable[[], Any], errors: tuple[type[BaseException], ...]) -> None:
+        self.saver, self.connect, self.errors = saver, connect, errors
+
+    def _dead(self) -> bool:
+        """Whether the saver's connection is gone (closed, broken, or no longer answering)."""
+        conn = self.saver.conn
+        if conn.closed or getattr(conn, "broken", False):
+            return True
+        try:
+            conn.execute("SELECT 1")
+        except self.errors:
+            return True
+        return False
+
+    def call(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(*args, **kwargs)
+        except self.errors as failed:
+            if not self._dead():
+                raise  # NOTE: an error on a live connection (a bad query, a refused write) is the caller's
+            try:
+                self.saver.conn = self.connect()
+            except self.errors:
+                raise failed from None  # NOTE: the database is still away: the first error says what failed
+
+            leases = getattr(self.saver, "_teamgraph_leases", None)
+            if leases is not None:
+                leases.conn = self.saver.conn  # NOTE: the lease table's transactions follow the saver's connection
+            return method(*args, **kwargs)
+
+
+def reconnecting(saver: Any, connect: Callable[[], Any], *, errors: tuple[type[BaseException], ...]) -> None:
+    """Give ``saver`` a new connection when a call meets a closed one (a server restart), then call again."""
+    again = _Reconnecting(saver, connect, errors)
+    for name in SAVER_CALLS:
+        if hasattr(saver, name):
+            setattr(saver, name, functools.partial(again.call, getattr(saver, name)))
+    listed = saver.list
+    saver.list = lambda *args, **kwargs: iter(again.call(lambda: list(listed(*args, **kwargs))))
+    leases = getattr(saver, "_teamgraph_leases", None)
+    for name in LEASE_CALLS if leases is not None else ():
+        setattr(leases, name, functools.partial(again.call, getattr(leases, name)))
 
 
 @contextmanager
 def _pg_connection(saver: Any) -> Iterator[Any]:
-    """A connection of a PostgresSaver's (its pool's, or its own), under the saver's lock."""
-    conn = saver.conn
+    """A PostgresSaver's connection, under the saver's lock."""
     with saver.lock:
-        if hasattr(conn, "connection"):  # a pool
-            with conn.connection() as pooled:
-                yield pooled
-        else:
-            yield conn
+        yield saver.conn
 
 
 def close_checkpointer(saver: Any) -> None:

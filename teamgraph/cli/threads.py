@@ -224,7 +224,7 @@ def threads_table(team: Any, ids: Iterable[str], *, width: int = 160) -> Table:
                 thread,
                 str(snapshot.created_at or "")[:19].replace("T", " "),
                 str(len(snapshot.values.get("agents") or {})),
-                thread_state(snapshot, live=lease_holder(team.home, thread) is not None),
+                thread_state(snapshot, live=lease_holder(team.home, thread, saver=graph.checkpointer) is not None),
                 redact(str(task)),
             ]
         )

@@ -4,7 +4,9 @@
 other (Studio, ``invoke``/``stream``, ``Command(resume=...)``) that checks two things
 before a run starts, and changes nothing when it refuses:
 
-- the thread is not being run by another process or thread (a lease in the home);
+- the thread is not being run by another run, here or in another process or machine
+  (its lease: ``teamgraph/checkpoints/lease.py``; in the checkpointer's database when it
+  is one of ours, and then every write of the run is fenced by it);
 - a resume value reaches the human gate: LangGraph itself raises a TypeError on
   non-string keys (``{1: "x"}``), crashes on ``resume=None`` and silently ignores
   ``{}`` (an empty interrupt map), so those are refused here with what to send instead.
@@ -21,10 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
-from teamgraph.checkpoints.lease import hold_thread
+from teamgraph.checkpoints.db_lease import leases_for
+from teamgraph.checkpoints.fence import ParentFence
+from teamgraph.checkpoints.lease import FileLeases, LeaseStore, hold_run
 from teamgraph.compat import CONFIG_KEY_CHECKPOINTER, CONFIG_KEY_DURABILITY, effective_config
 from teamgraph.runs import RUN_KEY, RunScope, scope_of
 
@@ -60,7 +65,8 @@ class TeamGraph(CompiledStateGraph):
     """A compiled team graph that holds its thread's lease while it runs (see the module doc).
 
     Attributes:
-        lease_home: Where the leases live (None: no lease).
+        lease_home: Where file leases live for a checkpointer given to the team that has
+            no lease table of ours (None: such runs are leased in this process only).
         on_end: Called with the run's scope (``teamgraph/runs.py``) when a run ends,
             however it ends (its calls thought ahead and not used are settled, and a run
             nothing can resume is forgotten: ``CallPool.forget``).
@@ -91,17 +97,50 @@ class TeamGraph(CompiledStateGraph):
             # NOTE: a parent graph without a checkpointer saves nothing, and the team's "sync"
             # durability would wait for a checkpoint never put (LangGraph 1.2 raises).
             added[CONFIG_KEY_DURABILITY] = "async"
+        fence = self._fence(scope, merged)
+        if fence is not None:
+            added[CONFIG_KEY_CHECKPOINTER] = fence
         given = dict(config or {})
         # NOTE: only keys that are not checkpoint coordinates: LangGraph still merges the ambient config.
         given["configurable"] = {**(given.get("configurable") or {}), **added}
         return scope, given, merged
 
-    def _leased(self, scope: RunScope) -> AbstractContextManager[object]:
+    def _fence(self, scope: RunScope, merged: RunnableConfig) -> ParentFence | None:
+        """The run's fenced view of a checkpointer the API server brings (None: not that case).
+
+        NOTE: a checkpointer of ours is fenced by its lease (``db_lease.py``); one the server
+        brings can only be checked parent to child (``fence.py``).
+        """
+        if self.lease_home is not None or scope.thread is None or scope.nested:
+            return None
+        configurable = merged.get("configurable") or {}
+        saver = configurable.get(CONFIG_KEY_CHECKPOINTER, self.checkpointer)
+        if not isinstance(saver, BaseCheckpointSaver) or isinstance(saver, ParentFence) or leases_for(saver):
+            return None
+        start = configurable.get("checkpoint_id")
+        return ParentFence(saver, start=None if start is None else str(start))
+
+    def _leased(self, scope: RunScope, merged: RunnableConfig) -> AbstractContextManager[object]:
         # NOTE: inside a parent graph the parent's run owns the thread (and lends its checkpointer,
         # or none): two team nodes of one parent thread are two runs, not a conflict.
-        if self.lease_home is None or scope.thread is None or scope.nested:
+        if scope.thread is None or scope.nested:
             return nullcontext()
-        return hold_thread(self.lease_home, scope.thread)
+        return hold_run(self._lease_store(), scope.thread, run_id=_run_id(merged))
+
+    def _lease_store(self) -> LeaseStore | None:
+        """Where this graph's leases live beyond this process (None: this process only).
+
+        A checkpointer the API server sets (``graph.copy(update={"checkpointer": ...})``) is
+        not ours: the server queues a thread's runs across its replicas, and this process
+        refuses a second one of its own.
+        """
+        saver = self.checkpointer if isinstance(self.checkpointer, BaseCheckpointSaver) else None
+        if saver is None:
+            return None
+        leases = leases_for(saver)
+        if leases is None and self.lease_home is not None:
+            return FileLeases(self.lease_home)
+        return leases
 
     def _started(self, merged: RunnableConfig) -> None:
         if self.on_start is not None:
@@ -111,7 +150,7 @@ class TeamGraph(CompiledStateGraph):
         check_resume(input)
         scope, config, merged = self._scoped(config)
         try:
-            with self._leased(scope):
+            with self._leased(scope, merged):
                 self._started(merged)
                 yield from super().stream(input, config, **kwargs)
         finally:
@@ -121,7 +160,7 @@ class TeamGraph(CompiledStateGraph):
         check_resume(input)
         scope, config, merged = self._scoped(config)
         try:
-            with self._leased(scope):
+            with self._leased(scope, merged):
                 self._started(merged)
                 async for chunk in super().astream(input, config, **kwargs):
                     yield chunk
@@ -131,6 +170,12 @@ class TeamGraph(CompiledStateGraph):
     def _ended(self, scope: RunScope) -> None:
         if self.on_end is not None:
             self.on_end(scope)
+
+
+def _run_id(config: RunnableConfig) -> str | None:
+    """The run's id, if the caller gave one (the API server puts it in the metadata)."""
+    run_id = config.get("run_id") or (config.get("metadata") or {}).get("run_id")
+    return None if run_id is None else str(run_id)
 
 
 def guarded(

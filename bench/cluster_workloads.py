@@ -1,0 +1,156 @@
+"""Issue 30's benchmark row: runs per minute past one machine, beside the ideal.
+
+- ``cluster-runs-per-minute``: N concurrent threads (20, 60), one run each, of a team of a
+  leader and two researchers (``tests/cluster_fixtures.TeamJob``: 8 model calls a run, 4
+  on its critical path) against the local OpenAI-protocol server with 2 s of latency,
+  served three ways:
+
+  - ``cluster``: two replicas of ``langgraph-runtime-pg`` (``langhost serve``) on one
+    PostgreSQL and one Redis, runs posted round-robin through ``langgraph_sdk``;
+  - ``replica``: one such replica;
+  - ``process``: one Python process, ``Team(...).compile().invoke`` on N threads of a pool,
+    SQLite in the work folder.
+
+  Runs per minute = N x 60 s / the time until every run has finished; the ideal is
+  N x 60 s / one run's time alone (measured first, the same way). Each replica takes up
+  to 60 runs at once (``--n-jobs-per-worker``), so the server's job slots do not cap it.
+
+Needs PostgreSQL (``initdb``/``pg_ctl``) and Debian's ``redis-server``; the server's pinned
+environment is built in ``.venv-cluster/`` on first use. Not part of ``--quick``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from bench.registry import Workload
+
+REPO = Path(__file__).resolve().parents[1]
+LATENCY_S = 2.0
+JOBS_PER_REPLICA = 60
+GRAPH_ID = "teamgraph"
+
+
+def _tests_path() -> None:
+    # NOTE: the cluster and the model server are the tests' own (tests/cluster_fixtures.py).
+    folder = str(REPO / "tests")
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+
+
+def _ask(tag: str) -> str:
+    return f"Please run [job {tag}]."
+
+
+def _on_server(urls: list[str]) -> Callable[[list[str]], None]:
+    """Run one run per tag through the API (round-robin over ``urls``) and wait for all."""
+    from langgraph_sdk import get_sync_client
+
+    clients = [get_sync_client(url=url, timeout=600) for url in urls]
+
+    def run(tags: list[str]) -> None:
+        posted = []
+        for n, tag in enumerate(tags):
+            client = clients[n % len(clients)]
+            thread = client.threads.create()["thread_id"]
+            body = {"messages": [{"role": "user", "content": _ask(tag)}]}
+            posted.append((client, thread, client.runs.create(thread, GRAPH_ID, input=body)["run_id"]))
+        for client, thread, run_id in posted:
+            client.runs.join(thread, run_id)
+            status = client.runs.get(thread, run_id)["status"]
+            if status != "success":
+                raise RuntimeError(f"run {run_id} of thread {thread} ended {status}")
+
+    return run
+
+
+def _in_process(model_url: str, workdir: Path) -> Callable[[list[str]], None]:
+    """Run one run per tag in this process, all at once."""
+    os.environ.update({"OPENAI_BASE_URL": model_url, "OPENAI_API_KEY": "test-key"})
+    from teamgraph import Team
+
+    graph = Team(model="openai:gpt-test", home=workdir / "home").compile()
+
+    def run(tags: list[str]) -> None:
+        def one(tag: str) -> Any:
+            return graph.invoke({"messages": [("user", _ask(tag))]}, {"configurable": {"thread_id": tag}})
+
+        with ThreadPoolExecutor(len(tags)) as pool:
+            list(pool.map(one, tags))
+
+    return run
+
+
+def _measure(run: Callable[[list[str]], None], threads: int) -> tuple[float, float]:
+    """One run alone, then ``threads`` runs at once: the seconds of each."""
+    start = time.perf_counter()
+    run(["alone"])
+    alone = time.perf_counter() - start
+    start = time.perf_counter()
+    run([f"t{n:03d}" for n in range(threads)])
+    return alone, time.perf_counter() - start
+
+
+def runs_per_minute_workload(params: dict, workdir: Path) -> dict:
+    """Runs per minute at ``threads`` concurrent threads, served as ``mode`` says (see the module doc)."""
+    _tests_path()
+    from cluster_fixtures import TeamJob, start_cluster
+    from openai_server import ScriptedOpenAIServer
+    from pg_fixtures import _start_cluster
+
+    threads, mode = int(params["threads"]), str(params["mode"])
+    if mode == "process":
+        job = TeamJob(latency=LATENCY_S)
+        with ScriptedOpenAIServer(job) as server:
+            alone, seconds = _measure(_in_process(server.base_url, workdir), threads)
+    else:
+        # NOTE: a folder of its own under /tmp: as root, PostgreSQL runs as `postgres`, which must reach it.
+        pg_folder = Path(tempfile.mkdtemp(prefix="teamgraph-pg-"))
+        url, stop = _start_cluster(pg_folder)
+        try:
+            replicas = 2 if mode == "cluster" else 1
+            cluster_run = start_cluster(url, replicas=replicas, latency=LATENCY_S, jobs_per_worker=JOBS_PER_REPLICA)
+            cluster = next(cluster_run)
+            try:
+                job = cluster.job
+                alone, seconds = _measure(_on_server([r.url for r in cluster.replicas]), threads)
+            finally:
+                cluster_run.close()
+        finally:
+            subprocess.run(stop, capture_output=True, timeout=60, check=False)
+            shutil.rmtree(pg_folder, ignore_errors=True)
+    calls = sum(job.calls.values())
+    return {
+        "system": f"teamgraph ({mode})",
+        "workload": f"runs per minute, {threads} concurrent threads",
+        "threads": threads,
+        "mode": mode,
+        "model_calls": calls,
+        "messages": 2 * (threads + 1),
+        "seconds": seconds,
+        "model_seconds": LATENCY_S * calls,
+        "overhead_ms_per_call": None,  # NOTE: the runs' calls overlap: time per call says nothing here
+        "one_run_s": round(alone, 2),
+        "runs_per_minute": round(threads * 60 / seconds, 1),
+        "ideal_runs_per_minute": round(threads * 60 / alone, 1),
+    }
+
+
+WORKLOADS: dict[str, Workload] = {
+    "cluster-runs-per-minute": Workload(
+        runs_per_minute_workload,
+        full=[{"threads": n, "mode": mode} for n in (20, 60) for mode in ("cluster", "replica", "process")],
+        quick=[],
+        timeout_s=900.0,
+        description=runs_per_minute_workload.__doc__,
+    ),
+}

@@ -14,6 +14,7 @@ import functools
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -60,6 +61,11 @@ def wrap(argv: Sequence[str], *, project: Path, hide: Sequence[Path]) -> list[st
         raise RuntimeError("bubblewrap is not available")
     top = project.resolve()
     args = [program, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    # NOTE: the empty /tmp must not hide the programs a command runs: an environment
+    # installed under /tmp (a CI checkout's virtualenv) stays visible, read-only.
+    for prefix in sorted({Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}):
+        if prefix.is_dir() and Path("/tmp") in prefix.parents:
+            args += ["--ro-bind", str(prefix), str(prefix)]
     home = os.environ.get("HOME")
     secrets = [Path(home) / place for place in SECRET_PLACES] if home else []
     for place in [*hide, *secrets]:

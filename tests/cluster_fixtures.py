@@ -25,8 +25,6 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -36,6 +34,8 @@ from typing import Any
 
 import pytest
 from pg_fixtures import postgres_server  # noqa: F401
+
+from tests.test_studio import wait_until_ok
 
 REPO = Path(__file__).resolve().parents[1]
 VENV = REPO / ".venv-cluster"
@@ -296,19 +296,7 @@ class Cluster:
 
 
 def _wait_ready(replica: Replica) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while True:
-        if replica.process.poll() is not None:
-            raise RuntimeError(f"{replica.name} exited ({replica.process.returncode}):\n{replica.log_tail()}")
-        try:
-            with urllib.request.urlopen(f"{replica.url}/ok", timeout=2) as r:
-                if r.status == 200:
-                    return
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            pass
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{replica.name} not ready after {START_TIMEOUT_S}s:\n{replica.log_tail()}")
-        time.sleep(0.25)
+    wait_until_ok(replica.url, replica.process, name=replica.name, log_tail=replica.log_tail, timeout=START_TIMEOUT_S)
 
 
 def create_database(server_url: str) -> str:

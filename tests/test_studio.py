@@ -107,6 +107,25 @@ def _server_config(workdir: Path) -> Path:
     return path
 
 
+def wait_until_ok(
+    url: str, process: subprocess.Popen, *, name: str, log_tail: Callable[[], str], timeout: float
+) -> None:
+    """Wait until the server at ``url`` answers ``/ok``; a clear error when it exits or times out first."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if process.poll() is not None:
+            raise RuntimeError(f"{name} exited with code {process.returncode} before it was ready:\n{log_tail()}")
+        try:
+            with urllib.request.urlopen(f"{url}/ok", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{name} not ready after {timeout:g}s:\n{log_tail()}")
+        time.sleep(0.25)
+
+
 def _stop(server: DevServer) -> None:
     if server.process.poll() is not None:
         return
@@ -153,22 +172,9 @@ def _start(workdir: Path, env_overrides: dict[str, str]) -> DevServer:
             start_new_session=True,  # its own process group, killed as one
         )
     server = DevServer(f"http://127.0.0.1:{port}", process, workdir, home, log)
-    deadline = time.monotonic() + START_TIMEOUT_S
     try:
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(
-                    f"langgraph dev exited with code {process.returncode} before it was ready:\n{server.log_tail()}"
-                )
-            try:
-                with urllib.request.urlopen(f"{server.url}/ok", timeout=2) as r:
-                    if r.status == 200:
-                        return server
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"langgraph dev not ready after {START_TIMEOUT_S}s:\n{server.log_tail()}")
-            time.sleep(0.25)
+        wait_until_ok(server.url, process, name="langgraph dev", log_tail=server.log_tail, timeout=START_TIMEOUT_S)
+        return server
     except BaseException:
         _stop(server)
         raise

@@ -14,9 +14,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,7 +22,7 @@ import pytest
 langgraph_sdk = pytest.importorskip("langgraph_sdk")
 from langgraph_sdk import get_sync_client  # noqa: E402
 
-from tests.test_studio import _OFFLINE_ENV, _ONLINE_KEYS, _free_port  # noqa: E402
+from tests.test_studio import _OFFLINE_ENV, _ONLINE_KEYS, _free_port, wait_until_ok  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 START_TIMEOUT_S = 90
@@ -69,19 +66,9 @@ def studio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
         )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"langgraph dev exited ({process.returncode}):\n{log.read_text()[-3000:]}")
-            try:
-                with urllib.request.urlopen(f"{url}/ok", timeout=2) as response:
-                    if response.status == 200:
-                        break
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"langgraph dev not ready:\n{log.read_text()[-3000:]}")
-            time.sleep(0.25)
+        wait_until_ok(
+            url, process, name="langgraph dev", log_tail=lambda: log.read_text()[-3000:], timeout=START_TIMEOUT_S
+        )
         yield url, log, user_home
     finally:
         try:

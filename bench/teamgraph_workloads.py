@@ -61,6 +61,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
+from langgraph.checkpoint.sqlite import SqliteSaver
 from pydantic import PrivateAttr
 
 from bench.harness import REPO_ROOT, db_bytes, fresh_sqlite_saver, peak_rss_mb, sqlite_saver, timed_invoke
@@ -693,8 +694,13 @@ def resume_child(args: dict) -> dict:
     rounds = int(args["rounds"])
     meter = ModelMeter()
     model = TeamModel(policies={LEADER: delegation_leader(rounds), "*": echo_member()}, meter=meter)
-    # NOTE: a resumed process opens what `Team(home=...)` opens, on the file the run wrote.
-    saver, conn, _ = sqlite_saver(path, {"saver": "teamgraph"})
+    # NOTE: a resumed process opens what `Team(home=...)` opens, on the file the run wrote
+    # (or, with `saver="sqlite"`, LangGraph's own SqliteSaver: rule 8's with/without).
+    if args.get("saver") == "sqlite":
+        conn = sqlite3.connect(path, check_same_thread=False)
+        saver = SqliteSaver(conn)
+    else:
+        saver, conn, _ = sqlite_saver(path, {"saver": "teamgraph"})
     team, graph = _build_team(path.parent, model, saver, snapshot_frequency=args.get("snapshot_frequency"))
     config = {"configurable": {"thread_id": thread_id(rounds)}}
     clock.lap("open")

@@ -1,11 +1,10 @@
-"""A resumed thread's load: the collector paused while it builds, the ancestor walk that
+"""A resumed thread's load: the collector kept off long-lived objects, the ancestor walk that
 decodes only checkpoints that may hold a snapshot, and writes kept folded between readers."""
 
 from __future__ import annotations
 
 import gc
 import sqlite3
-import threading
 from typing import Annotated
 
 import pytest
@@ -18,8 +17,7 @@ from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
 from teamgraph import ScriptedChatModel, Team
-from teamgraph.checkpoints import open_sqlite_saver
-from teamgraph.checkpoints.collector import collector_paused
+from teamgraph.checkpoints import collector, open_sqlite_saver
 from teamgraph.checkpoints.saver import TeamSqliteSaver, _WalkSerde
 from teamgraph.checkpoints.serde import TeamSerializer
 from teamgraph.compat import DELTA_SNAPSHOT
@@ -29,63 +27,16 @@ from tests.test_saver_review import CHANNELS, plain
 needs_snapshots = pytest.mark.skipif(DELTA_SNAPSHOT is None, reason="this LangGraph has no DeltaChannel snapshots")
 
 
-@pytest.fixture
-def collector_on():
-    was, thresholds = gc.isenabled(), gc.get_threshold()
-    gc.enable()
-    yield thresholds
-    gc.set_threshold(*thresholds)
-    (gc.enable if was else gc.disable)()
-
-
-def _load_held_in_another_thread() -> tuple[threading.Thread, threading.Event]:
-    """A load (a paused block) running in another thread until the returned event is set."""
-    inside, leave = threading.Event(), threading.Event()
-
-    def load() -> None:
-        with collector_paused():
-            inside.set()
-            leave.wait(10)
-
-    worker = threading.Thread(target=load)
-    worker.start()
-    assert inside.wait(5)
-    return worker, leave
-
-
-def _paused() -> bool:
-    """Whether automatic collection is off by the pause (a young threshold of 0)."""
-    return gc.get_threshold()[0] == 0
-
-
-def test_the_collector_is_paused_for_the_block_and_back_after_it_even_on_an_error(collector_on):
-    with collector_paused():
-        assert _paused() and gc.isenabled()
-    assert gc.get_threshold() == collector_on
-    with pytest.raises(KeyError), collector_paused():
-        raise KeyError("load failed")
-    assert gc.get_threshold() == collector_on
-
-
-def test_overlapping_pauses_of_several_threads_end_once_the_last_one_ends(collector_on):
-    with collector_paused():
-        worker, leave = _load_held_in_another_thread()
-        with collector_paused():
-            assert _paused()
-    assert _paused()  # NOTE: the other thread's load is still running
-    leave.set()
-    worker.join(5)
-    assert gc.get_threshold() == collector_on
-
-
-def test_the_users_switch_is_theirs_before_during_and_after_a_pause(collector_on):
-    gc.disable()
-    with collector_paused():
-        gc.enable()  # NOTE: the user's own call, made while a load is paused
-    assert gc.isenabled() and gc.get_threshold() == collector_on
-    with collector_paused():
-        gc.disable()
-    assert not gc.isenabled() and gc.get_threshold() == collector_on
+def test_compiling_a_team_freezes_what_lives_then_once_per_process(tmp_path, monkeypatch):
+    """The modules' objects leave the collector's reach (no full pass scans them in a run), once."""
+    Team(model=ScriptedChatModel({}), home=tmp_path / "home").compile()
+    assert gc.get_freeze_count() > 0
+    freezes: list[int] = []
+    monkeypatch.setattr(collector, "_frozen", False)
+    monkeypatch.setattr(collector.gc, "freeze", lambda: freezes.append(1))
+    Team(model=ScriptedChatModel({}), home=tmp_path / "one").compile()
+    Team(model=ScriptedChatModel({}), home=tmp_path / "two").compile()
+    assert freezes == [1]
 
 
 # --- the ancestor walk ------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Review 7: the resume work (9271e7f..44ae946): the collector paused during loads, the walk's
+"""Review 7: the resume work (9271e7f..44ae946): the collector after loads, the walk's
 filter, the per-channel lower bound of the writes scan, kept folded writes, the roster's cadence.
 
 Each test under "defects" fails on 44ae946; the others pin what was probed and found sound.
@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import copy
 import gc
-import os
 import sqlite3
 import threading
-import weakref
 from typing import Annotated
 
 import pytest
@@ -24,13 +22,11 @@ from typing_extensions import TypedDict
 
 from teamgraph import ScriptedChatModel, Team
 from teamgraph.checkpoints import open_checkpointer, open_sqlite_saver
-from teamgraph.checkpoints.collector import collector_paused
 from teamgraph.checkpoints.saver import TeamSqliteSaver
 from teamgraph.checkpoints.serde import HISTORY_APPEND_TYPE, TeamSerializer
 from teamgraph.nodes.model_view import ContextBudget, approximate_counter, model_view, view_entries
 from teamgraph.state import append_conversation
 from tests.test_calls_in_flight import two_members as script
-from tests.test_resume_load import _load_held_in_another_thread
 from tests.test_saver_review import CHANNELS, assert_every_checkpoint_reads_as_langgraphs, plain, reference_graph
 
 
@@ -48,49 +44,7 @@ def _collecting() -> bool:
     return gc.isenabled() and gc.get_threshold()[0] > 0
 
 
-class _Node:
-    """An object in a reference cycle (only the collector frees it)."""
-
-    def __init__(self) -> None:
-        self.me = self
-
-
-def _collects_cycles_on_its_own() -> bool:
-    """Whether automatic collection runs: a cycle is freed once enough objects are made, no ``gc.collect()``."""
-    ref = weakref.ref(_Node())
-    kept = [[] for _ in range(20_000)]  # NOTE: kept objects count toward the young generation's threshold
-    return ref() is None and len(kept) == 20_000
-
-
 # --- defects -------------------------------------------------------------------------
-
-
-def test_a_collector_another_thread_turns_off_during_a_load_stays_off(collector_on):
-    """The user's ``gc.disable()`` made while some load happens to be paused is undone when it ends."""
-    worker, leave = _load_held_in_another_thread()
-    gc.disable()  # NOTE: the application turns the collector off itself (e.g. for its own batch)
-    leave.set()
-    worker.join(5)
-    assert not gc.isenabled()
-
-
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
-def test_a_process_forked_during_a_load_in_another_thread_has_its_collector_on(collector_on):
-    """A child forked while a load of another thread is paused never gets its collector back:
-    the thread that would end the pause does not exist in the child."""
-    worker, leave = _load_held_in_another_thread()
-    try:
-        pid = os.fork()
-        if pid == 0:  # pragma: no cover - the child
-            # NOTE: the child's own load: its pause ends, yet the counter still holds the parent's thread.
-            with collector_paused():
-                pass
-            os._exit(0 if _collects_cycles_on_its_own() else 1)
-        _, status = os.waitpid(pid, 0)
-    finally:
-        leave.set()
-        worker.join(5)
-    assert os.waitstatus_to_exitcode(status) == 0, "the forked child's collector stayed off"
 
 
 class NotesBefore(TypedDict):

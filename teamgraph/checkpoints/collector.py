@@ -1,94 +1,34 @@
-"""Pausing Python's garbage collector while a load builds objects that all survive it.
+"""Keeping Python's garbage collector off the objects that live as long as the process.
 
-NOTE: decoding a stored thread makes tens of thousands of objects at once (rows,
-batches, records, messages), and every one of them is kept. CPython's collector runs a
-young collection every 700 allocations; during a load those find nothing to free, and
-each promotes what it scanned, so a long thread's load pushes the process into full
-collections. With LangGraph and LangChain imported a full collection scans ~130 000
-objects (80-100 ms here): at 5 000 messages a resume took one or two of them, at 500
-none. msgpack's documentation gives the same advice for large unpacks.
-
-The pause sets the young generation's threshold to 0 (which turns automatic collection
-off) and puts the thresholds back when the last paused block ends: ``gc.enable()`` and
-``gc.disable()`` stay the user's, whenever they call them. A process forked during a
-pause gets its thresholds back at once (the pausing thread does not exist in it).
+When a team graph is compiled, the modules a run uses (LangGraph, LangChain, pydantic:
+~130 000 objects) are all imported. Left to the collector, the first full collection
+after the imports scans them all (55-100 ms here) in the middle of the first run, and
+every later full collection (a long thread's load makes several) scans them again.
+:func:`freeze_long_lived` moves them to the permanent generation once per process, as
+``gc.freeze``'s documentation advises for objects made at start-up; refcounting still
+frees any of them that goes away. ``bench/NOTES.md`` has the figures with and without.
 """
 
 from __future__ import annotations
 
 import gc
-import os
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from functools import wraps
-from typing import ParamSpec, TypeVar
 
-__all__ = ["collector_paused", "with_collector_paused"]
+__all__ = ["freeze_long_lived"]
 
-P = ParamSpec("P")
-R = TypeVar("R")
+_FREEZE_GUARD = threading.Lock()
+_frozen = False
 
 
-class _Pause:
-    """The loads running with the collector paused (several threads' may overlap)."""
+def freeze_long_lived() -> None:
+    """Take the objects alive now out of every later collection, once per process.
 
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.holders = 0
-        self.thresholds: tuple[int, ...] | None = None
-
-    def begin(self) -> None:
-        with self.lock:
-            if self.holders == 0:
-                self.thresholds = gc.get_threshold()
-                gc.set_threshold(0)
-            self.holders += 1
-
-    def end(self) -> None:
-        with self.lock:
-            self.holders -= 1
-            if self.holders == 0:
-                self._restore()
-
-    def _restore(self) -> None:
-        if self.thresholds is not None:
-            gc.set_threshold(*self.thresholds)
-            self.thresholds = None
-
-    def after_fork(self) -> None:
-        # NOTE: only the forking thread lives on in the child: its lock may be held by a
-        # thread that is gone, and its count by loads that will never end.
-        self.lock = threading.Lock()
-        self.holders = 0
-        self._restore()
-
-
-_PAUSE = _Pause()
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_PAUSE.after_fork)
-
-
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """Pause automatic garbage collection for the block (nested and threaded uses count).
-
-    The thresholds the collector had when the first paused block began are put back
-    when the last one ends; the collector's on/off switch is never touched.
+    One collection first, so no garbage is frozen with them.
     """
-    _PAUSE.begin()
-    try:
-        yield
-    finally:
-        _PAUSE.end()
-
-
-def with_collector_paused(fn: Callable[P, R]) -> Callable[P, R]:
-    """``fn`` run inside :func:`collector_paused`."""
-
-    @wraps(fn)
-    def paused(*args: P.args, **kwargs: P.kwargs) -> R:
-        with collector_paused():
-            return fn(*args, **kwargs)
-
-    return paused
+    global _frozen
+    with _FREEZE_GUARD:
+        if _frozen:
+            return
+        _frozen = True
+        gc.collect()
+        gc.freeze()

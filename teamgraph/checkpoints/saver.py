@@ -15,7 +15,6 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import DeltaChannelHistory, get_checkpoint_id
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from teamgraph.checkpoints.collector import with_collector_paused
 from teamgraph.checkpoints.files import private_database
 from teamgraph.checkpoints.serde import FoldedWrite, TeamSerializer
 from teamgraph.compat import SQLITE_DELTA
@@ -177,7 +176,6 @@ class TeamSqliteSaver(SqliteSaver):
 
     _last: _Load | None = None
 
-    @with_collector_paused
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:

@@ -24,7 +24,6 @@ import ormsgpack
 from langchain_core.messages import AnyMessage
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from teamgraph.checkpoints.collector import with_collector_paused
 from teamgraph.compat import DELTA_SNAPSHOT
 from teamgraph.history import EncodedMessages, Histories, History, HistoryAppend
 from teamgraph.state import EncodedRecord, RecordsUpdate
@@ -139,7 +138,6 @@ class TeamSerializer(JsonPlusSerializer):
             stored[agent] = batches
         return stored
 
-    @with_collector_paused
     def _histories(self, stored: dict[str, list[list[Any]]]) -> Histories:
         return Histories(
             {
@@ -200,7 +198,6 @@ class TeamSerializer(JsonPlusSerializer):
         batches = ormsgpack.unpackb(payload)
         return {agent: EncodedMessages(int(count), blob, self) for agent, (count, blob) in batches.items()}
 
-    @with_collector_paused
     def decode_messages(self, blob: bytes) -> list[AnyMessage]:
         """A batch of messages as :meth:`dumps_typed` encoded it (with this serializer's allowlist)."""
         return super().loads_typed(("msgpack", blob))

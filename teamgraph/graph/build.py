@@ -21,6 +21,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
 from teamgraph.audit.writer import open_log_soon
+from teamgraph.checkpoints.collector import freeze_long_lived
 from teamgraph.compat import CONFIG_KEY_DURABILITY, route_edits
 from teamgraph.graph.guarded import guarded
 from teamgraph.graph.router import HUMAN_NODE, ROUTER_NODE, make_router, route_edit
@@ -99,4 +100,5 @@ def build_team_graph(runtime: TeamRuntime, *, checkpointer: Any = None) -> Compi
         # "sync" durability waits for each checkpoint (a crash loses no step); it
         # must not be set without a checkpointer, where nothing is ever saved.
         config["configurable"] = {CONFIG_KEY_DURABILITY: "sync"}
+    freeze_long_lived()  # NOTE: the modules a run uses are all imported by now
     return graph.with_config(**config)

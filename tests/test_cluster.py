@@ -98,16 +98,6 @@ def test_a_replica_killed_mid_run_has_its_runs_finished_by_the_other(cluster: Cl
     assert forked_threads(cluster.database) == []
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason=(
-        "langgraph-runtime-pg 0.11.1 does not fence a swept worker, and teamgraph cannot lease in the server's "
-        "AsyncPostgresSaver: its fence there (checkpoints/fence.py) checks the parent before the write, in another "
-        "statement, so a replica paused inside a checkpoint write still forks the thread when it wakes. Whether "
-        "a pause lands there is timing: 0 to 2 threads of 10 forked in our runs (5 without the fence), hence "
-        "not strict."
-    ),
-)
 @ONE_MEMBER
 def test_a_replica_paused_past_its_lease_forks_no_thread(cluster: Cluster) -> None:  # noqa: F811
     tags = [f"s{n:02d}" for n in range(10)]

@@ -10,14 +10,19 @@ from the past is the caller's choice). A late write on an older checkpoint would
 change what its descendants read, as a delta channel's history runs through it. Otherwise the write is
 refused with ``LeaseLostError`` and the run stops.
 
-The check and the write are two statements, not one transaction: a writer paused exactly
-between them still forks the thread. The leases in the database (``db_lease.py``) close
-that gap for the checkpointers teamgraph opens.
+On PostgreSQL the check and the write are one transaction on one connection of the
+server's pool, under a per-thread advisory lock (``_fenced``): no writer can slip in
+between them. A writer paused inside that transaction (SIGSTOP, a partition) would hold
+the lock; the transaction sets ``idle_in_transaction_session_timeout``, so PostgreSQL
+ends its session after ``STALLED_SECONDS``, the write is rolled back and the lock freed
+for the run that took over. On another saver the check and the write are two calls; the
+leases in the database (``db_lease.py``) fence the checkpointers teamgraph opens.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import AsyncIterator, Collection
+from contextlib import asynccontextmanager
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -25,7 +30,10 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, ChannelVersions, Chec
 
 from teamgraph.checkpoints.lease import LeaseLostError
 
-__all__ = ["ParentFence"]
+__all__ = ["STALLED_SECONDS", "ParentFence"]
+
+STALLED_SECONDS = 10
+"""How long PostgreSQL lets a fenced write's transaction sit idle before it ends the writer's session."""
 
 _FORWARDED = (
     "get",
@@ -46,6 +54,8 @@ _FORWARDED = (
     "aget_delta_channel_history",
     "get_next_version",
 )
+_STALLED_SQL = "SELECT set_config('idle_in_transaction_session_timeout', %s, true)"
+_LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))"
 _LATEST_SQL = (
     "SELECT checkpoint_id FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = '' "
     "ORDER BY checkpoint_id DESC LIMIT 1"
@@ -112,26 +122,60 @@ class ParentFence(BaseCheckpointSaver):
         self.inner.put_writes(config, writes, task_id, task_path)
 
     async def aput_writes(self, config: RunnableConfig, writes: Any, task_id: str, task_path: str = "") -> None:
-        if self._root(config):
-            self._check(config, await self._alatest(config), putting=False)
-        await self.inner.aput_writes(config, writes, task_id, task_path)
+        if not self._root(config):
+            await self.inner.aput_writes(config, writes, task_id, task_path)
+            return
+        async with self._fenced(config) as (latest, saver):
+            self._check(config, latest, putting=False)
+            await saver.aput_writes(config, writes, task_id, task_path)
 
     async def aput(
         self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, versions: ChannelVersions
     ) -> RunnableConfig:
-        if self._root(config):
-            self._check(config, await self._alatest(config), putting=True)
-        return await self.inner.aput(config, checkpoint, metadata, versions)
+        if not self._root(config):
+            return await self.inner.aput(config, checkpoint, metadata, versions)
+        async with self._fenced(config) as (latest, saver):
+            self._check(config, latest, putting=True)
+            return await saver.aput(config, checkpoint, metadata, versions)
 
-    async def _alatest(self, config: RunnableConfig) -> str | None:
-        """The thread's latest root checkpoint id (one indexed row from PostgreSQL when the saver is on it)."""
-        if _on_postgres(self.inner):
-            async with self.inner._cursor() as cur:  # type: ignore[attr-defined]
-                await cur.execute(_LATEST_SQL, (str(config["configurable"]["thread_id"]),))
+    @asynccontextmanager
+    async def _fenced(self, config: RunnableConfig) -> AsyncIterator[tuple[str | None, BaseCheckpointSaver]]:
+        """The thread's latest root checkpoint id, and the saver to write with while it stays the latest.
+
+        NOTE: on PostgreSQL, a transaction holding the thread's fence lock, with a saver on
+        its connection (see the module doc); elsewhere, a read and the inner saver.
+        """
+        if not _on_postgres(self.inner):
+            latest = await self.inner.aget_tuple({"configurable": _thread_of(config)})
+            yield (latest.config["configurable"]["checkpoint_id"] if latest else None), self.inner
+            return
+        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+        from psycopg import AsyncConnection
+        from psycopg.rows import dict_row
+
+        thread = str(config["configurable"]["thread_id"])
+        pool: Any = self.inner.conn  # type: ignore[attr-defined]
+        async with _connection(pool, self.inner) as conn, conn.transaction():
+            await conn.execute(_STALLED_SQL, (f"{STALLED_SECONDS}s",))
+            await conn.execute(_LOCK_SQL, (f"teamgraph-fence:{thread}",))
+            async with conn.cursor(row_factory=dict_row) as cur:
+                await cur.execute(_LATEST_SQL, (thread,))
                 row = await cur.fetchone()
-            return None if row is None else str(row["checkpoint_id"])
-        latest = await self.inner.aget_tuple({"configurable": _thread_of(config)})
-        return latest.config["configurable"]["checkpoint_id"] if latest else None
+            assert isinstance(conn, AsyncConnection)
+            yield (None if row is None else str(row["checkpoint_id"])), AsyncPostgresSaver(conn, serde=self.inner.serde)
+
+
+@asynccontextmanager
+async def _connection(conn: Any, saver: BaseCheckpointSaver) -> AsyncIterator[Any]:
+    """A connection of ``saver``'s pool, or its one connection (held under its lock, as it holds it)."""
+    from psycopg_pool import AsyncConnectionPool
+
+    if isinstance(conn, AsyncConnectionPool):
+        async with conn.connection() as pooled:
+            yield pooled
+    else:
+        async with saver.lock:  # type: ignore[attr-defined]
+            yield conn
 
 
 def _on_postgres(saver: BaseCheckpointSaver) -> bool:

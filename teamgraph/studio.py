@@ -45,6 +45,7 @@ from langgraph.graph.state import CompiledStateGraph
 from pydantic import ValidationError
 from typing_extensions import TypedDict
 
+from teamgraph.checkpoints.server_home import acheck_store_home, check_server_home, server_home_key
 from teamgraph.models import ModelNotConfiguredError, UnconfiguredChatModel, resolve_model
 from teamgraph.policy import Policy
 from teamgraph.team import Team
@@ -150,6 +151,8 @@ def build_team(model: str, policy: str, home: str) -> Team:
 def _compiled(model: str, policy: str, home: str) -> CompiledStateGraph:
     # NOTE: compiling builds every role's step (model, tools); the server asks for the graph on
     # every run and every thread read, so each configuration is compiled once.
+    # NOTE: the replicas must share the home: checked in the server's database as it starts.
+    check_server_home(home, key=_home_key(home))
     graph = build_team(model, policy, home).compile()
     # Studio's assistant form and the API's config/context schemas come from here.
     graph.context_schema = TeamSettings  # type: ignore[assignment]  # the graph itself reads no context
@@ -170,7 +173,14 @@ async def make_graph(config: RunnableConfig, runtime: ServerRuntime) -> Compiled
     context = getattr(execution, "context", None) if execution is not None else None
     settings = settings_of(config, context if isinstance(context, Mapping) else None)
     # NOTE: a first compile reads role files; the server's event loop must not block on it.
-    return await asyncio.to_thread(_compiled, *settings)
+    graph = await asyncio.to_thread(_compiled, *settings)
+    if execution is not None:  # NOTE: a run; when the build could not reach the database, its store
+        await acheck_store_home(getattr(runtime, "store", None), settings[2], key=_home_key(settings[2]))
+    return graph
+
+
+def _home_key(home: str) -> str:
+    return server_home_key(home, os.environ.get(HOME_ENV) or STUDIO_HOME)
 
 
 graph = _compiled(*settings_of())

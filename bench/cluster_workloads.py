@@ -15,6 +15,10 @@
   N x 60 s / one run's time alone (measured first, the same way). Each replica takes up
   to 60 runs at once (``--n-jobs-per-worker``), so the server's job slots do not cap it.
 
+  Where the time goes, over the N concurrent runs: ``cpu_busy``, the machine's CPUs busy
+  (every process, ours and others', from ``/proc/stat``), and ``serving_cpu_s``, the CPU
+  seconds of what serves the runs (the replicas' process groups, or this process).
+
 Needs PostgreSQL (``initdb``/``pg_ctl``) and Debian's ``redis-server``; the server's pinned
 environment is built in ``.venv-cluster/`` on first use. Not part of ``--quick``.
 """
@@ -90,14 +94,50 @@ def _in_process(model_url: str, workdir: Path) -> Callable[[list[str]], None]:
     return run
 
 
-def _measure(run: Callable[[list[str]], None], threads: int) -> tuple[float, float]:
-    """One run alone, then ``threads`` runs at once: the seconds of each."""
+def _machine_cpu() -> tuple[float, float]:
+    """The machine's (busy, total) CPU time so far, in clock ticks (``/proc/stat``)."""
+    ticks = [float(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = ticks[3] + ticks[4]  # NOTE: idle and iowait
+    return sum(ticks) - idle, sum(ticks)
+
+
+def _group_cpu_s(groups: set[int]) -> float:
+    """CPU seconds (user + system) of the live processes in the process groups ``groups``."""
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # NOTE: gone meanwhile
+        if int(fields[2]) in groups:
+            total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def _serving_cpu_s(groups: set[int] | None) -> float:
+    """CPU seconds of what serves the runs: the replicas' groups, or this process (None)."""
+    if groups is None:
+        times = os.times()
+        return times.user + times.system
+    return _group_cpu_s(groups)
+
+
+def _measure(run: Callable[[list[str]], None], threads: int, groups: set[int] | None = None) -> dict[str, float]:
+    """One run alone, then ``threads`` runs at once: the seconds of each, and the CPU the second took."""
     start = time.perf_counter()
     run(["alone"])
     alone = time.perf_counter() - start
+    machine, served = _machine_cpu(), _serving_cpu_s(groups)
     start = time.perf_counter()
     run([f"t{n:03d}" for n in range(threads)])
-    return alone, time.perf_counter() - start
+    seconds = time.perf_counter() - start
+    (busy, total), (busy_0, total_0) = _machine_cpu(), machine
+    return {
+        "alone": alone,
+        "seconds": seconds,
+        "cpu_busy": round((busy - busy_0) / max(total - total_0, 1.0), 3),
+        "serving_cpu_s": round(_serving_cpu_s(groups) - served, 1),
+    }
 
 
 def runs_per_minute_workload(params: dict, workdir: Path) -> dict:
@@ -111,7 +151,7 @@ def runs_per_minute_workload(params: dict, workdir: Path) -> dict:
     if mode == "process":
         job = TeamJob(latency=LATENCY_S)
         with ScriptedOpenAIServer(job) as server:
-            alone, seconds = _measure(_in_process(server.base_url, workdir), threads)
+            measured = _measure(_in_process(server.base_url, workdir), threads)
     else:
         # NOTE: a folder of its own under /tmp: as root, PostgreSQL runs as `postgres`, which must reach it.
         pg_folder = Path(tempfile.mkdtemp(prefix="teamgraph-pg-"))
@@ -122,13 +162,15 @@ def runs_per_minute_workload(params: dict, workdir: Path) -> dict:
             cluster = next(cluster_run)
             try:
                 job = cluster.job
-                alone, seconds = _measure(_on_server([r.url for r in cluster.replicas]), threads)
+                groups = {r.process.pid for r in cluster.replicas}  # NOTE: each replica leads its own group
+                measured = _measure(_on_server([r.url for r in cluster.replicas]), threads, groups)
             finally:
                 cluster_run.close()
         finally:
             subprocess.run(stop, capture_output=True, timeout=60, check=False)
             shutil.rmtree(pg_folder, ignore_errors=True)
     calls = sum(job.calls.values())
+    alone, seconds = measured["alone"], measured["seconds"]
     return {
         "system": f"teamgraph ({mode})",
         "workload": f"runs per minute, {threads} concurrent threads",
@@ -142,6 +184,9 @@ def runs_per_minute_workload(params: dict, workdir: Path) -> dict:
         "one_run_s": round(alone, 2),
         "runs_per_minute": round(threads * 60 / seconds, 1),
         "ideal_runs_per_minute": round(threads * 60 / alone, 1),
+        "cpu_busy": measured["cpu_busy"],
+        "serving_cpu_s": measured["serving_cpu_s"],
+        "cpu_s_per_run": round(measured["serving_cpu_s"] / threads, 2),
     }
 
 

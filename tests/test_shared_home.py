@@ -102,6 +102,22 @@ def test_a_process_on_the_shared_home_is_accepted_and_sees_its_files(tmp_path, p
     assert homes_in(postgres_url) == [(f"path:{home.absolute()}", json.loads(marker)["id"])]
 
 
+def test_a_postgres_saver_given_to_the_team_is_checked_too(tmp_path, postgres_url):  # noqa: F811
+    import psycopg
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from psycopg.rows import dict_row
+
+    home = tmp_path / "home"
+    open_team(home, postgres_url)
+    fresh_disk_at(home)
+    with psycopg.connect(postgres_url, autocommit=True, prepare_threshold=0, row_factory=dict_row) as conn:
+        saver = PostgresSaver(conn)
+        saver.setup()
+        with pytest.raises(SharedHomeError, match=read_marker(home.with_name("home-shared")) or "-"):
+            Team(model=ScriptedChatModel({}), home=home, checkpointer=saver).compile()
+    assert not (home / MARKER).exists()
+
+
 def test_a_home_at_another_path_is_a_home_of_its_own(tmp_path, postgres_url):  # noqa: F811
     open_team(tmp_path / "a", postgres_url)
     open_team(tmp_path / "b", postgres_url)

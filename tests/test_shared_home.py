@@ -264,3 +264,31 @@ def test_the_servers_own_home_is_one_key_whatever_its_path(tmp_path):
     assert server_home_key(default, default) == SERVER_HOME_KEY
     assert server_home_key(str(default) + "/", str(default)) == SERVER_HOME_KEY
     assert server_home_key(tmp_path / "assistant", default) == f"path:{tmp_path / 'assistant'}"
+
+
+# --- the server's threads --------------------------------------------------------------------------
+
+
+def test_the_server_loop_runs_many_team_steps_at_once(monkeypatch):
+    """Twenty blocking steps meet at a barrier: the loop's default executor (6 threads on 2 CPUs) would deadlock."""
+    from teamgraph.studio import SERVER_THREADS_ENV, widen_executor
+
+    monkeypatch.setenv(SERVER_THREADS_ENV, "32")
+    meet = threading.Barrier(20, timeout=30)
+
+    async def steps() -> list[int]:
+        loop = asyncio.get_running_loop()
+        widen_executor(loop)
+        widen_executor(loop)  # NOTE: once per loop
+        return await asyncio.gather(*(loop.run_in_executor(None, meet.wait) for _ in range(20)))
+
+    assert sorted(asyncio.run(steps())) == list(range(20))
+
+
+def test_a_bad_server_threads_setting_is_refused_naming_it():
+    from teamgraph.studio import SERVER_THREADS_ENV, server_threads
+
+    assert server_threads({}) == 256 and server_threads({SERVER_THREADS_ENV: "64"}) == 64
+    for bad in ("0", "-3", "many"):
+        with pytest.raises(ValueError, match=SERVER_THREADS_ENV):
+            server_threads({SERVER_THREADS_ENV: bad})

@@ -12,7 +12,10 @@
     SQLite in the work folder.
 
   Runs per minute = N x 60 s / the time until every run has finished; the ideal is
-  N x 60 s / one run's time alone (measured first, the same way). Each replica takes up
+  N x 60 s / one run's time alone (measured first, the same way). On the server a run
+  has finished when its thread's last checkpoint is written (the server's ``created_at``):
+  the client's joins, one after the other, return up to 14 s later on two replicas
+  (``join_lag_s``), which would measure the client, not the cluster. Each replica takes up
   to 60 runs at once (``--n-jobs-per-worker``), so the server's job slots do not cap it.
 
   Where the time goes, over the N concurrent runs: ``cpu_busy``, the machine's CPUs busy
@@ -33,6 +36,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -55,13 +59,17 @@ def _ask(tag: str) -> str:
     return f"Please run [job {tag}]."
 
 
-def _on_server(urls: list[str]) -> Callable[[list[str]], None]:
-    """Run one run per tag through the API (round-robin over ``urls``) and wait for all."""
+Finished = tuple[float, float] | None
+"""When the last run finished (epoch seconds) and when the client knew; None: when the call returned."""
+
+
+def _on_server(urls: list[str]) -> Callable[[list[str]], Finished]:
+    """Run one run per tag through the API (round-robin over ``urls``), wait for all, say when they finished."""
     from langgraph_sdk import get_sync_client
 
     clients = [get_sync_client(url=url, timeout=600) for url in urls]
 
-    def run(tags: list[str]) -> None:
+    def run(tags: list[str]) -> Finished:
         posted = []
         for n, tag in enumerate(tags):
             client = clients[n % len(clients)]
@@ -73,23 +81,27 @@ def _on_server(urls: list[str]) -> Callable[[list[str]], None]:
             status = client.runs.get(thread, run_id)["status"]
             if status != "success":
                 raise RuntimeError(f"run {run_id} of thread {thread} ended {status}")
+        known = time.time()
+        last = max(client.threads.get_state(thread)["created_at"] for client, thread, _ in posted)
+        return datetime.fromisoformat(last).timestamp(), known
 
     return run
 
 
-def _in_process(model_url: str, workdir: Path) -> Callable[[list[str]], None]:
+def _in_process(model_url: str, workdir: Path) -> Callable[[list[str]], Finished]:
     """Run one run per tag in this process, all at once."""
     os.environ.update({"OPENAI_BASE_URL": model_url, "OPENAI_API_KEY": "test-key"})
     from teamgraph import Team
 
     graph = Team(model="openai:gpt-test", home=workdir / "home").compile()
 
-    def run(tags: list[str]) -> None:
+    def run(tags: list[str]) -> Finished:
         def one(tag: str) -> Any:
             return graph.invoke({"messages": [("user", _ask(tag))]}, {"configurable": {"thread_id": tag}})
 
         with ThreadPoolExecutor(len(tags)) as pool:
             list(pool.map(one, tags))
+        return None
 
     return run
 
@@ -122,19 +134,26 @@ def _serving_cpu_s(groups: set[int] | None) -> float:
     return _group_cpu_s(groups)
 
 
-def _measure(run: Callable[[list[str]], None], threads: int, groups: set[int] | None = None) -> dict[str, float]:
+def _timed(run: Callable[[list[str]], Finished], tags: list[str]) -> tuple[float, float]:
+    """Seconds until ``run``'s runs finished, and until the client knew."""
+    start = time.time()
+    finished = run(tags)
+    known = time.time()
+    if finished is None:
+        return known - start, known - start
+    return finished[0] - start, finished[1] - start
+
+
+def _measure(run: Callable[[list[str]], Finished], threads: int, groups: set[int] | None = None) -> dict[str, float]:
     """One run alone, then ``threads`` runs at once: the seconds of each, and the CPU the second took."""
-    start = time.perf_counter()
-    run(["alone"])
-    alone = time.perf_counter() - start
+    alone, _ = _timed(run, ["alone"])
     machine, served = _machine_cpu(), _serving_cpu_s(groups)
-    start = time.perf_counter()
-    run([f"t{n:03d}" for n in range(threads)])
-    seconds = time.perf_counter() - start
+    seconds, known = _timed(run, [f"t{n:03d}" for n in range(threads)])
     (busy, total), (busy_0, total_0) = _machine_cpu(), machine
     return {
         "alone": alone,
         "seconds": seconds,
+        "join_lag_s": round(known - seconds, 1),
         "cpu_busy": round((busy - busy_0) / max(total - total_0, 1.0), 3),
         "serving_cpu_s": round(_serving_cpu_s(groups) - served, 1),
     }
@@ -184,6 +203,7 @@ def runs_per_minute_workload(params: dict, workdir: Path) -> dict:
         "one_run_s": round(alone, 2),
         "runs_per_minute": round(threads * 60 / seconds, 1),
         "ideal_runs_per_minute": round(threads * 60 / alone, 1),
+        "join_lag_s": measured["join_lag_s"],
         "cpu_busy": measured["cpu_busy"],
         "serving_cpu_s": measured["serving_cpu_s"],
         "cpu_s_per_run": round(measured["serving_cpu_s"] / threads, 2),

@@ -44,6 +44,7 @@ import os
 import weakref
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
@@ -54,6 +55,8 @@ from typing_extensions import TypedDict
 from teamgraph.checkpoints.server_home import acheck_store_home, check_server_home, server_home_key
 from teamgraph.models import ModelNotConfiguredError, UnconfiguredChatModel, resolve_model
 from teamgraph.policy import Policy
+from teamgraph.roles.loader import ROLE_FILE_SUFFIX
+from teamgraph.runtime import TeamRuntime
 from teamgraph.team import Team
 
 if TYPE_CHECKING:
@@ -70,6 +73,8 @@ SERVER_THREADS_ENV = "TEAMGRAPH_SERVER_THREADS"
 DEFAULT_SERVER_THREADS = 256
 """Threads of the server loop's default executor, where LangGraph runs the team's (synchronous) nodes."""
 _WIDENED: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
+_RUNTIMES: dict[tuple[str, str, str], TeamRuntime] = {}
+"""The runtime of each compiled configuration (its roles are refreshed before each run)."""
 NO_MODEL_HINT = (
     f"set {MODEL_ENV} (langgraph.json's env) or the assistant's configurable 'model', "
     "e.g. 'openai:gpt-4o-mini' or 'anthropic:claude-sonnet-4-5'."
@@ -163,7 +168,9 @@ def _compiled(model: str, policy: str, home: str) -> CompiledStateGraph:
     # every run and every thread read, so each configuration is compiled once.
     # NOTE: the replicas must share the home: checked in the server's database as it starts.
     check_server_home(home, key=_home_key(home))
-    graph = build_team(model, policy, home).compile()
+    team = build_team(model, policy, home)
+    graph = team.compile()
+    _RUNTIMES[(model, policy, home)] = team.runtime
     # Studio's assistant form and the API's config/context schemas come from here.
     graph.context_schema = TeamSettings  # type: ignore[assignment]  # the graph itself reads no context
     return graph
@@ -187,7 +194,27 @@ async def make_graph(config: RunnableConfig, runtime: ServerRuntime) -> Compiled
     graph = await asyncio.to_thread(_compiled, *settings)
     if execution is not None:  # NOTE: a run; when the build could not reach the database, its store
         await acheck_store_home(getattr(runtime, "store", None), settings[2], key=_home_key(settings[2]))
+        await asyncio.to_thread(refresh_roles, _RUNTIMES[settings])
     return graph
+
+
+def refresh_roles(runtime: TeamRuntime) -> bool:
+    """Load the roles written in the (shared) home since ``runtime`` loaded its own; whether it did.
+
+    NOTE: a replica loads the roles when it builds the graph; a role another replica's
+    leader creates later is a new file in the shared home. A thread moved here after that
+    needs it (its members of that role would fail), so every run looks for new role files.
+    """
+    folder = runtime.custom_roles_dir
+    if not folder.is_dir():
+        return False
+    on_disk = {p.name for p in folder.glob(f"*{ROLE_FILE_SUFFIX}") if not p.name.startswith(".") and p.is_file()}
+    known = {Path(role.source).name for role in runtime.roles.values() if runtime.wrote(role)}
+    if not on_disk - known - {Path(problem).name for problem in runtime.role_problems}:
+        return False
+    with runtime._lock:  # NOTE: a role this replica adds meanwhile must not be dropped by the reload
+        runtime.reload_roles()
+    return True
 
 
 def server_threads(environ: Mapping[str, str] | None = None) -> int:

@@ -10,7 +10,8 @@ Where a setting comes from, the later winning:
 1. the environment (``langgraph.json``'s ``env``, or the shell):
    ``TEAMGRAPH_MODEL``, ``TEAMGRAPH_HOME`` (default ``~/.teamgraph/studio``: outside the
    project, whose ``.py`` files ``langgraph dev`` watches),
-   ``TEAMGRAPH_POLICY`` (a JSON object of ``Policy`` fields);
+   ``TEAMGRAPH_POLICY`` (a JSON object of ``Policy`` fields),
+   ``TEAMGRAPH_SERVER_THREADS`` (threads for the team's steps, default 256: ``widen_executor``);
 2. the assistant's ``configurable``: ``{"model": ..., "policy": {...}, "home": ...}``
    (see ``TeamSettings``);
 3. a run's ``context`` with the same keys (model and policy; a home given here is
@@ -27,6 +28,9 @@ Example:
     client.runs.wait(None, careful["assistant_id"], input={"messages": [("user", "Build a login page")]})
     ```
 
+Every replica must use the same home (a shared volume): checked as the graph is built, or
+at each run (``teamgraph/checkpoints/server_home.py``).
+
 With no model anywhere the graph still loads (Studio can show it); a run then
 fails with one line that says what to set.
 """
@@ -37,7 +41,10 @@ import asyncio
 import functools
 import json
 import os
+import weakref
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
@@ -45,8 +52,11 @@ from langgraph.graph.state import CompiledStateGraph
 from pydantic import ValidationError
 from typing_extensions import TypedDict
 
+from teamgraph.checkpoints.server_home import acheck_store_home, check_server_home, server_home_key
 from teamgraph.models import ModelNotConfiguredError, UnconfiguredChatModel, resolve_model
 from teamgraph.policy import Policy
+from teamgraph.roles.loader import ROLE_FILE_SUFFIX
+from teamgraph.runtime import TeamRuntime
 from teamgraph.team import Team
 
 if TYPE_CHECKING:
@@ -59,6 +69,12 @@ STUDIO_HOME = "~/.teamgraph/studio"
 any change to one under its working folder."""
 POLICY_ENV = "TEAMGRAPH_POLICY"
 SETTINGS = ("model", "policy", "home")
+SERVER_THREADS_ENV = "TEAMGRAPH_SERVER_THREADS"
+DEFAULT_SERVER_THREADS = 256
+"""Threads of the server loop's default executor, where LangGraph runs the team's (synchronous) nodes."""
+_WIDENED: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
+_RUNTIMES: dict[tuple[str, str, str], TeamRuntime] = {}
+"""The runtime of each compiled configuration (its roles are refreshed before each run)."""
 NO_MODEL_HINT = (
     f"set {MODEL_ENV} (langgraph.json's env) or the assistant's configurable 'model', "
     "e.g. 'openai:gpt-4o-mini' or 'anthropic:claude-sonnet-4-5'."
@@ -150,7 +166,11 @@ def build_team(model: str, policy: str, home: str) -> Team:
 def _compiled(model: str, policy: str, home: str) -> CompiledStateGraph:
     # NOTE: compiling builds every role's step (model, tools); the server asks for the graph on
     # every run and every thread read, so each configuration is compiled once.
-    graph = build_team(model, policy, home).compile()
+    # NOTE: the replicas must share the home: checked in the server's database as it starts.
+    check_server_home(home, key=_home_key(home))
+    team = build_team(model, policy, home)
+    graph = team.compile()
+    _RUNTIMES[(model, policy, home)] = team.runtime
     # Studio's assistant form and the API's config/context schemas come from here.
     graph.context_schema = TeamSettings  # type: ignore[assignment]  # the graph itself reads no context
     return graph
@@ -166,11 +186,67 @@ async def make_graph(config: RunnableConfig, runtime: ServerRuntime) -> Compiled
     Returns:
         The compiled team, shared by every call with the same settings.
     """
+    widen_executor(asyncio.get_running_loop())
     execution = runtime.execution_runtime if runtime is not None else None
     context = getattr(execution, "context", None) if execution is not None else None
     settings = settings_of(config, context if isinstance(context, Mapping) else None)
     # NOTE: a first compile reads role files; the server's event loop must not block on it.
-    return await asyncio.to_thread(_compiled, *settings)
+    graph = await asyncio.to_thread(_compiled, *settings)
+    if execution is not None:  # NOTE: a run; when the build could not reach the database, its store
+        await acheck_store_home(getattr(runtime, "store", None), settings[2], key=_home_key(settings[2]))
+        await asyncio.to_thread(refresh_roles, _RUNTIMES[settings])
+    return graph
+
+
+def refresh_roles(runtime: TeamRuntime) -> bool:
+    """Load the roles written in the (shared) home since ``runtime`` loaded its own; whether it did.
+
+    NOTE: a replica loads the roles when it builds the graph; a role another replica's
+    leader creates later is a new file in the shared home. A thread moved here after that
+    needs it (its members of that role would fail), so every run looks for new role files.
+    """
+    folder = runtime.custom_roles_dir
+    if not folder.is_dir():
+        return False
+    on_disk = {p.name for p in folder.glob(f"*{ROLE_FILE_SUFFIX}") if not p.name.startswith(".") and p.is_file()}
+    known = {Path(role.source).name for role in runtime.roles.values() if runtime.wrote(role)}
+    if not on_disk - known - {Path(problem).name for problem in runtime.role_problems}:
+        return False
+    with runtime._lock:  # NOTE: a role this replica adds meanwhile must not be dropped by the reload
+        runtime.reload_roles()
+    return True
+
+
+def server_threads(environ: Mapping[str, str] | None = None) -> int:
+    """``$TEAMGRAPH_SERVER_THREADS`` (default 256).
+
+    Raises:
+        ValueError: It is not a positive whole number.
+    """
+    raw = (environ if environ is not None else os.environ).get(SERVER_THREADS_ENV, "").strip()
+    if not raw:
+        return DEFAULT_SERVER_THREADS
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"{SERVER_THREADS_ENV}={raw!r} is not a positive number of threads. Set e.g. 256.")
+    return int(raw)
+
+
+def widen_executor(loop: asyncio.AbstractEventLoop, environ: Mapping[str, str] | None = None) -> None:
+    """Give the server's event loop a default executor of ``server_threads()`` threads (once per loop).
+
+    NOTE: LangGraph runs the team's nodes, which are synchronous, in the loop's default
+    executor (min(32, CPUs + 4) threads), and a run's router holds a thread while it waits
+    for its model calls: on 2 CPUs that capped a replica at about 6 runs at once (42 runs a
+    minute of 118 at 20 threads). The threads are started only when needed.
+    """
+    if loop in _WIDENED:
+        return
+    loop.set_default_executor(ThreadPoolExecutor(server_threads(environ), thread_name_prefix="teamgraph-server"))
+    _WIDENED.add(loop)
+
+
+def _home_key(home: str) -> str:
+    return server_home_key(home, os.environ.get(HOME_ENV) or STUDIO_HOME)
 
 
 graph = _compiled(*settings_of())

@@ -16,8 +16,9 @@ from teamgraph.audit.report import run_report
 from teamgraph.audit.stats import TeamStats, team_stats
 from teamgraph.audit.timeline import Timeline, build_timeline
 from teamgraph.audit.tokens import check_prices, with_tokens
-from teamgraph.checkpoints import DB_FILE, open_checkpointer
+from teamgraph.checkpoints import DB_FILE
 from teamgraph.checkpoints.memory import open_store
+from teamgraph.checkpoints.shared_home import check_team_home, open_checked, shared_home_required
 from teamgraph.graph.build import build_team_graph
 from teamgraph.models import ModelNotConfiguredError, ScriptedChatModel
 from teamgraph.nodes.model_view import context_budget, model_view, without_markers
@@ -63,6 +64,7 @@ class Team:
         search: SearchProvider | None = None,
         mcp_servers: Mapping[str, Mapping[str, Any]] | None = None,
         store: BaseStore | None = None,
+        shared_home: bool | None = None,
     ) -> None:
         """Create a team.
 
@@ -104,11 +106,14 @@ class Team:
                 ``mcp`` extra.
             store: The LangGraph store ``remember``/``recall`` keep notes in; None: one in
                 the checkpointer's database (SQLite or PostgreSQL), else in memory.
+            shared_home: With a PostgreSQL checkpointer, check that ``home`` is the folder every
+                process of the team shares (``SharedHomeError`` otherwise, when the team opens
+                its database); None: ``$TEAMGRAPH_SHARED_HOME``, on by default; False for one machine.
 
         Raises:
             TypeError: An argument is of the wrong type (the message names it and the types it takes).
             ValueError: A database URL of an unknown scheme, a tool named like a built-in one,
-                ``tools=`` naming an unknown role.
+                ``tools=`` naming an unknown role, a ``$TEAMGRAPH_SHARED_HOME`` that is not a switch.
             RoleFileError: ``roles_dir`` does not exist, or a role file in it is invalid.
         """
         check_arguments(
@@ -124,6 +129,7 @@ class Team:
             project=project,
         )
         check_roles_dir(roles_dir)
+        self._shared_home = shared_home_required(shared_home)
         # NOTE: plain functions become tools first; then a tool named like a built-in is refused.
         extra = check_tools(as_tools(tools) if isinstance(tools, (Mapping, list, tuple)) else tools, builtin_tool_names)
         self._settings: dict[str, Any] = {
@@ -148,6 +154,7 @@ class Team:
                 f"({', '.join(self.runtime.roles)}) or '*' for every member."
             )
         self._checkpointer = checkpointer
+        self._home_checked = False
         self._graph: CompiledStateGraph | None = None
         self._reader: CompiledStateGraph | None = None
 
@@ -171,6 +178,8 @@ class Team:
 
         Raises:
             PermissionError: The home folder cannot be written (checked now, before any run).
+            SharedHomeError: The team's PostgreSQL database expects another home folder (the
+                one its other processes share; ``teamgraph/checkpoints/shared_home.py``).
         """
         check_home_writable(self.home)
         saver = self._saver()
@@ -182,7 +191,10 @@ class Team:
     def _saver(self) -> Any:
         if self._checkpointer is None or isinstance(self._checkpointer, (str, Path)):
             db = None if self._checkpointer is None else self._checkpointer
-            self._checkpointer = open_checkpointer(db, home=self.home)
+            self._checkpointer = open_checked(db, home=self.home, required=self._shared_home)
+        elif not self._home_checked and self._checkpointer is not False:
+            check_team_home(self._checkpointer, self.home, required=self._shared_home)
+        self._home_checked = True
         return None if self._checkpointer is False else self._checkpointer
 
     def _reading_graph(self) -> CompiledStateGraph:

@@ -3,9 +3,10 @@
 The replicas are ``langgraph-runtime-pg`` (the stock ``langgraph-api`` on PostgreSQL and
 Redis) started with ``langhost serve`` from its own pinned virtual environment,
 ``.venv-cluster/`` at the repository's root (built on first use, then reused; git-ignored),
-each serving the repository's ``langgraph.json`` with its own home folder (its own disk)
-on one database and one Redis. The model is the local OpenAI-protocol server
-(``tests/openai_server.py``) answering ``TeamJob``'s script with a latency.
+each serving the repository's ``langgraph.json`` with one home folder (the shared volume
+every replica must mount: ``teamgraph/checkpoints/shared_home.py``) on one database and one
+Redis. The model is the local OpenAI-protocol server (``tests/openai_server.py``) answering
+``TeamJob``'s script with a latency.
 
 Use ``cluster`` (a function fixture starting ``replicas`` replicas, stopped after the
 test) from a test module with ``from cluster_fixtures import cluster, postgres_server  # noqa: F401``.
@@ -247,7 +248,7 @@ class Cluster:
         redis: The Redis URL they share.
         model_url: The OpenAI-protocol server's base URL.
         job: The model's script (its calls are counted).
-        folder: Where the replicas' logs, configs and home folders are.
+        folder: Where the replicas' logs and configs are, and their shared home (``home``).
     """
 
     database: str
@@ -258,8 +259,14 @@ class Cluster:
     jobs_per_worker: int = 20
     replicas: list[Replica] = field(default_factory=list)
 
-    def start_replica(self, name: str) -> Replica:
-        """Start one more replica (its own home folder) and wait until it answers."""
+    def start_replica(self, name: str, *, home: Path | None = None, wait: bool = True) -> Replica:
+        """Start one more replica and wait until it answers.
+
+        Args:
+            name: The replica's name (its folder under ``folder``).
+            home: Its ``TEAMGRAPH_HOME`` (default: the shared one, ``folder/home``).
+            wait: Wait until it answers (False: a replica expected not to start).
+        """
         bin_dir, port = cluster_bin(), free_port()
         folder = self.folder / name
         folder.mkdir(parents=True, exist_ok=True)
@@ -270,7 +277,7 @@ class Cluster:
                 "TEAMGRAPH_MODEL": "openai:gpt-test",
                 "OPENAI_BASE_URL": self.model_url,
                 "OPENAI_API_KEY": "test-key",
-                "TEAMGRAPH_HOME": str(folder / "home"),
+                "TEAMGRAPH_HOME": str(home or self.folder / "home"),
                 "LG_BG_JOB_HEARTBEAT": HEARTBEAT_S,
                 # NOTE: the server's Redis pool (64 by default) runs out at 60 runs on one replica.
                 "REDIS_MAX_CONNECTIONS": "1000",
@@ -287,7 +294,8 @@ class Cluster:
             )
         replica = Replica(name, f"http://127.0.0.1:{port}", process, log)
         self.replicas.append(replica)
-        _wait_ready(replica)
+        if wait:
+            _wait_ready(replica)
         return replica
 
     def stop(self) -> None:

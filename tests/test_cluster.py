@@ -9,9 +9,11 @@ a failover allows, no thread forked.
 
 from __future__ import annotations
 
+import re
 import signal
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +22,9 @@ from cluster_fixtures import Cluster, cluster, forked_threads, postgres_server  
 langgraph_sdk = pytest.importorskip("langgraph_sdk")
 from langgraph_sdk import get_sync_client  # noqa: E402
 from langgraph_sdk.errors import ConflictError  # noqa: E402
+
+from teamgraph.audit import LINE_RE  # noqa: E402
+from teamgraph.checkpoints.shared_home import MARKER  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 GRAPH_ID = "teamgraph"
@@ -67,6 +72,29 @@ def assert_thread_correct(on: Cluster, client: Any, tag: str, thread: str, *, as
         assert sorted(answered) == sorted(called) and len(set(called)) == len(called), (tag, agent)
 
 
+def assert_files_and_log_shared(on: Cluster, tag: str, thread: str) -> None:
+    """The thread's files are in the shared home; its log holds the user's message once, lines in order."""
+    home = on.folder / "home"
+    assert sorted(p.name for p in (home / "project" / thread).glob("notes-*.md")) == [
+        f"notes-{name}.md" for name in on.job.roster[1:]
+    ], tag
+    lines = [LINE_RE.match(line) for path in log_files(home, thread) for line in path.read_text().splitlines()]
+    assert lines and all(lines), tag
+    tasks_from_user = [m for m in lines if m and m["sender"] == "user" and m["kind"] == "task"]
+    delivered = [found[1] for m in lines if m and (found := _DELIVERED.fullmatch(m["content"]))]
+    assert len(tasks_from_user) == 1 and delivered and len(set(delivered)) == len(delivered), tag
+    for path in log_files(home, thread):
+        numbers = [int(m["number"]) for m in map(LINE_RE.match, path.read_text().splitlines()) if m]
+        assert numbers == list(range(1, len(numbers) + 1)), (tag, path.name)
+
+
+_DELIVERED = re.compile(r"message (msg_\d+) delivered")
+
+
+def log_files(home: Path, thread: str) -> list[Path]:
+    return sorted((home / "logs" / thread).glob("*_collaboration.log"))
+
+
 def test_twenty_concurrent_threads_on_two_replicas_are_all_correct(cluster: Cluster) -> None:  # noqa: F811
     tags = [f"c{n:02d}" for n in range(20)]
     posted = post(cluster, tags)
@@ -75,8 +103,18 @@ def test_twenty_concurrent_threads_on_two_replicas_are_all_correct(cluster: Clus
     assert statuses == dict.fromkeys(tags, "success")
     for tag, thread, _ in posted:
         assert_thread_correct(cluster, client, tag, thread)
+        assert_files_and_log_shared(cluster, tag, thread)
         assert cluster.job.redone(tag) == 0, tag
     assert forked_threads(cluster.database) == []
+
+
+def test_a_replica_whose_home_is_not_the_shared_one_refuses_to_start(cluster: Cluster) -> None:  # noqa: F811
+    own = cluster.folder / "replica-3" / "home"
+    refused = cluster.start_replica("replica-3", home=own, wait=False)
+    assert refused.process.wait(timeout=120) != 0
+    log = refused.log.read_text(errors="replace")
+    assert "SharedHomeError" in log and str(own) in log, refused.log_tail()
+    assert not (own / MARKER).exists() and (cluster.folder / "home" / MARKER).exists()
 
 
 @ONE_MEMBER
@@ -95,6 +133,7 @@ def test_a_replica_killed_mid_run_has_its_runs_finished_by_the_other(cluster: Cl
         # node's step was saved, makes that call once more in the node (issue 29's engine): 3 was
         # seen in one CI run of ten threads. The bound the engine keeps is 3; 2 is still open.
         assert cluster.job.redone(tag) <= 3, (tag, cluster.job.redone(tag))
+        assert_files_and_log_shared(cluster, tag, thread)
     assert forked_threads(cluster.database) == []
 
 

@@ -292,3 +292,19 @@ def test_a_bad_server_threads_setting_is_refused_naming_it():
     for bad in ("0", "-3", "many"):
         with pytest.raises(ValueError, match=SERVER_THREADS_ENV):
             server_threads({SERVER_THREADS_ENV: bad})
+
+
+def test_the_log_index_in_a_shared_home_keeps_a_rollback_journal_not_wal(tmp_path: Path) -> None:
+    """WAL needs every writer on one machine; a shared home's replicas are on several."""
+    from teamgraph.audit.log import _Index
+    from teamgraph.checkpoints.shared_home import ensure_marker
+
+    shared, local = tmp_path / "shared", tmp_path / "local"
+    ensure_marker(shared)
+    for home in (shared, local):
+        (home / "logs" / "project").mkdir(parents=True)
+    modes = {
+        home.name: _Index(home / "logs" / "project").db.execute("PRAGMA journal_mode").fetchone()[0]
+        for home in (shared, local)
+    }
+    assert modes == {"shared": "delete", "local": "wal"}

@@ -51,6 +51,7 @@ from teamgraph.audit.project import PROJECT_NAME_KEY, log_folder, project_name
 from teamgraph.audit.records import TIME_FORMAT, LogEvent, format_line
 from teamgraph.checkpoints.files import private_dir
 from teamgraph.checkpoints.saver import set_wal
+from teamgraph.checkpoints.shared_home import MARKER
 from teamgraph.runs import run_key
 
 INDEX_FILE = ".collaboration.sqlite"
@@ -75,7 +76,12 @@ class _Index:
         self.recovered = False
         self.closed = False
         self.db = sqlite3.connect(path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False)
-        set_wal(self.db)
+        if (folder.parent.parent / MARKER).exists():
+            # NOTE: a shared home (several machines on one volume): SQLite's WAL needs every
+            # writer on one machine, its rollback journal only the volume's file locks.
+            self.db.execute("PRAGMA journal_mode=DELETE")
+        else:
+            set_wal(self.db)
         # NOTE: NORMAL is enough: an index commit lost by a power cut leaves the index behind the
         # log file, and the next writer cuts the file back and writes those lines again (a file
         # behind the index is reported: ``_recover``).

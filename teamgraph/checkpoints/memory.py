@@ -1,10 +1,12 @@
-"""The team's memory store: a LangGraph ``BaseStore`` in the checkpointer's database where there is one.
+"""The team's store: a LangGraph ``BaseStore`` in the checkpointer's database where there is one.
 
 ``remember``/``recall`` (``teamgraph/tools/memory.py``) keep notes here, under one
 namespace per team home (``memory_namespace``), so every thread of a home shares
-them. The store follows the checkpointer: a ``SqliteStore`` on the same SQLite
-file (its own connection), a ``PostgresStore`` on the same PostgreSQL connection,
-an ``InMemoryStore`` otherwise (no checkpointer, or one of another kind).
+them; the step journal (``teamgraph/nodes/journal.py``) keeps each run's model answers
+and tool results here. The store follows the checkpointer: a ``SqliteStore`` on the
+same SQLite file (its own connection), a ``PostgresStore`` on the same PostgreSQL
+connection and lock (``pg_store.py``), an ``InMemoryStore`` otherwise (no checkpointer,
+or one of another kind).
 """
 
 from __future__ import annotations
@@ -42,9 +44,9 @@ def open_store(checkpointer: Any) -> BaseStore:
         sqlite_store.setup()
         return sqlite_store
     if type(checkpointer).__module__.startswith("langgraph.checkpoint.postgres") and conn is not None:
-        from langgraph.store.postgres import PostgresStore
+        from teamgraph.checkpoints.pg_store import SaverStore
 
-        postgres_store = PostgresStore(conn)
+        postgres_store = SaverStore(checkpointer)
         postgres_store.setup()
         return postgres_store
     return InMemoryStore()

@@ -26,6 +26,7 @@ from teamgraph.ledger.book import Ledger
 from teamgraph.ledger.schedule import schedule
 from teamgraph.messaging import effects
 from teamgraph.nodes.agent_step import StepFor
+from teamgraph.nodes.journal import forget_run
 from teamgraph.records import (
     AnswerEffect,
     BoardAddEffect,
@@ -217,7 +218,10 @@ def make_router(runtime: TeamRuntime, *, step_for: StepFor) -> RouterNode:
         scheduler.start_calls(runtime, step_for, after, config)
         finished = scheduler.finished_calls(runtime, after, config)
         if not finished:
-            return Command(update=updates, goto=next_node(team))
+            goto = next_node(team)
+            if goto == END:
+                forget_run(runtime, config, after.get("agents", {}))  # NOTE: every step is saved: its journal goes
+            return Command(update=updates, goto=goto)
         # NOTE: the agents' nodes take the steps in the next superstep; the dispatches stay
         # in flight until the pass after it reads that they were taken (``taken``).
         # NOTE: a Command, not a conditional edge: an edge reads the state fresh, which

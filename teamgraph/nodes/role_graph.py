@@ -19,7 +19,9 @@ task: Studio shows the node while the step is taken, and ``stream(subgraphs=True
 yields the step's updates under it.
 
 The subgraph does not checkpoint its own supersteps (``compat.unsaved``): the parent's
-checkpoint after the node holds the step, and a crash in the node re-runs it whole.
+checkpoint after the node holds the step, and a crash in the node re-runs it whole. The
+step journal (``nodes/journal.py``) makes that re-run take the model answers and tool
+results the first run recorded, so it makes no call again and runs no recorded tool again.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import operator
 from collections.abc import Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Annotated, Any, Protocol, cast
 
 from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
@@ -58,6 +61,7 @@ from teamgraph.nodes.agent_step import (
     plan_approved,
     step_config,
 )
+from teamgraph.nodes.journal import StepJournal, carried_journal, journaled_act, journaled_answer
 from teamgraph.nodes.model_view import answer_index
 from teamgraph.nodes.tool_calls import run_tool_calls
 from teamgraph.records import Effect
@@ -116,12 +120,14 @@ class StepContext:
         node: The agent's node, which its model calls stream under.
         slice_steps: Model calls the agent may make in this task.
         answer: The call made in flight, until the model node takes it (once: a retry calls again).
+        journal: The step's journal (None: the run keeps none).
     """
 
     start: StepStart
     node: str
     slice_steps: int
     answer: Future[Answer] | None = field(default=None)
+    journal: StepJournal | None = None
 
     def take_answer(self) -> Future[Answer] | None:
         answer, self.answer = self.answer, None
@@ -146,10 +152,17 @@ def streamed_as(config: RunnableConfig, node: str, *, nested: bool) -> RunnableC
 
 
 def first_call(start: StepStart, node: str) -> Answer:
-    """The step's first model call, as the router makes it in flight (None: the guard stops the turn)."""
+    """The step's first model call, as the router makes it in flight (None: the guard stops the turn).
+
+    Its answer is recorded in the step's journal as the call finishes, so a pass or a step
+    re-run after a crash takes it instead of calling again.
+    """
     if start.guard.stop:
         return None
-    return start.role_step.think(start.prompt(), start.view, streamed_as(start.config, node, nested=False))
+    seq = start.view.team.get("in_flight", {}).get(start.name)
+    journal = StepJournal.open(start.role_step.runtime, start.config, start.name, seq)
+    config = streamed_as(start.config, node, nested=False)
+    return journaled_answer(journal, 0, lambda: start.role_step.think(start.prompt(), start.view, config))
 
 
 def model(state: StepState, runtime: Runtime[StepContext]) -> dict[str, Any]:
@@ -157,13 +170,17 @@ def model(state: StepState, runtime: Runtime[StepContext]) -> dict[str, Any]:
     config = get_config()
     context = runtime.context
     start = context.start
-    answer = context.take_answer() if not state.get("calls") else None
+    index = state.get("calls", 0)
+    answer = context.take_answer() if not index else None
     if answer is not None:
         new = list(answer.result() or ())
     else:
         call_config = streamed_as(step_config(config, start.name, start.role_step.role), context.node, nested=True)
-        new = start.role_step.think(start.prompt(state.get("new", [])), start.view, call_config)
-    return {"turn": new, "calls": state.get("calls", 0) + 1, "acted": False}
+        prompt = start.prompt(state.get("new", []))
+        new = list(
+            journaled_answer(context.journal, index, lambda: start.role_step.think(prompt, start.view, call_config))
+        )
+    return {"turn": new, "calls": index + 1, "acted": False}
 
 
 def tools(state: StepState, runtime: Runtime[StepContext]) -> dict[str, Any]:
@@ -183,6 +200,8 @@ def tools(state: StepState, runtime: Runtime[StepContext]) -> dict[str, Any]:
         runtime=role_step.runtime,
         refused=refused,
         retries=role_step.runtime.policy.tool_retries,
+        journal=runtime.context.journal,
+        turn=state.get("calls", 1) - 1,
     )
     return {"turn": [*turn, *answers], "effects": step_effects, "acted": bool(step_effects)}
 
@@ -269,11 +288,15 @@ def take_step(
     answer = runtime.calls.take(run_key(config), name, task["seq"])
     taken = signed(effects.taken(seq=task["seq"]), name)
     state = read_channels(config, STEP_CHANNELS)
+    # NOTE: the journal the call in flight read and wrote, else read now (a new process, a retry).
+    journal = carried_journal(answer, task["seq"]) or StepJournal.open(runtime, config, name, task["seq"])
     approved = state.get("team", {}).get("perform", {}).get(name)
     if approved is not None:
         # NOTE: an approved sensitive operation runs here, in its requester's task, once the
         # decision is committed (never in the router's pass); its result answers the call.
-        result = perform_approved(runtime, state["requests"][approved], agents=state.get("agents"))
+        request = state["requests"][approved]
+        act = partial(perform_approved, runtime, request, agents=state.get("agents"))
+        result = journaled_act(journal, f"perform:{approved}", act)
         return {"outbox": [taken, signed(effects.performed(request_id=approved, result=result), name)]}
     try:
         start = begin_step(runtime, step_for, state, name, config)
@@ -286,7 +309,7 @@ def take_step(
     if start.guard.stop:
         return {"outbox": guarded}
     slice_steps = 1 if name == LEADER else runtime.policy.slice_steps
-    context = StepContext(start=start, node=node, slice_steps=slice_steps, answer=answer)
+    context = StepContext(start=start, node=node, slice_steps=slice_steps, answer=answer, journal=journal)
     try:
         # NOTE: the subgraph's run is named after the agent (tags and metadata too): one
         # traced run per step, with its model call and tools inside.

@@ -6,6 +6,10 @@ router answers it, so this small executor runs our ``@tool`` functions instead.
 It keeps ToolNode's contract otherwise: arguments injected by type (a parameter typed
 ``ToolContext``, as ToolNode injects ``ToolRuntime``), ``InjectedToolCallId``,
 ``Command`` results, and errors returned to the model instead of raised.
+
+With a step journal (``nodes/journal.py``) each call that runs a tool is marked started
+before the tool runs and its outcome recorded after; a recorded outcome is taken instead
+of running the tool again.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from teamgraph.audit.exceptions import RETRIES_KEY, call_with_retry, retried_err
 from teamgraph.governance.gate import rule_call
 from teamgraph.messaging.results import ERROR_KEY
 from teamgraph.models.arguments import NOT_AN_OBJECT, non_object_kind
+from teamgraph.nodes.journal import RERUN_KEY, RERUN_NOTE, StepJournal, ToolOutcome, tool_key
 from teamgraph.records import Effect
 from teamgraph.runtime import TeamRuntime
 from teamgraph.tools.context import TeamView, ToolContext
@@ -92,6 +97,32 @@ class StepCalls:
         for message in self.messages[before:] if failures else ():
             message.additional_kwargs[RETRIES_KEY] = failures  # NOTE: the log records the retry (WARN)
 
+    def mark(self) -> tuple[int, int, int]:
+        """Where the next call's outcome starts (``since``)."""
+        return len(self.messages), len(self.effects), len(self.deferred)
+
+    def since(self, mark: tuple[int, int, int]) -> ToolOutcome:
+        """What the calls after ``mark`` added."""
+        return ToolOutcome(
+            messages=self.messages[mark[0] :], effects=self.effects[mark[1] :], deferred=self.deferred[mark[2] :]
+        )
+
+    def replay(self, outcome: ToolOutcome) -> None:
+        """Add a call's recorded outcome, as its run added it."""
+        self.messages.extend(outcome.messages)
+        self.effects.extend(outcome.effects)
+        self.deferred.extend(outcome.deferred)
+
+
+def mark_rerun(messages: list[ToolMessage], earlier: int) -> None:
+    """Say on a re-run call's results that ``earlier`` runs of it did not finish (they may have had their effect)."""
+    for message in messages:
+        message.additional_kwargs[RERUN_KEY] = earlier
+        if isinstance(message.content, str):
+            message.content = f"{RERUN_NOTE}\n{message.content}"
+        else:
+            message.content = [{"type": "text", "text": RERUN_NOTE}, *message.content]
+
 
 def _invalid_call_errors(ai: AIMessage, tools: dict[str, BaseTool]) -> list[ToolMessage]:
     """An error result for each tool call whose arguments could not be parsed."""
@@ -135,6 +166,8 @@ def run_tool_calls(
     runtime: TeamRuntime,
     refused: Mapping[str, str | Refusal] | None = None,
     retries: int = 0,
+    journal: StepJournal | None = None,
+    turn: int = 0,
 ) -> tuple[list[ToolMessage], list[Effect], list[str]]:
     """Run the tool calls of ``ai`` in order.
 
@@ -147,6 +180,9 @@ def run_tool_calls(
         refused: Tools the caller may not use right now, with the reason: a :class:`Refusal` (its text
             and code), or text alone (code ``forbidden``).
         retries: Times a call that fails with a transient error is tried again.
+        journal: The step's journal: outcomes recorded by an earlier run of the step are taken
+            from it, the others recorded in it (None: none is kept).
+        turn: The model call of the step that made ``ai`` (0: its first), for the journal.
 
     Returns:
         The immediate ToolMessages, the effects in call order, and the ids of
@@ -154,8 +190,13 @@ def run_tool_calls(
     """
     step = StepCalls(messages=_invalid_call_errors(ai, tools))
     base = ToolContext(view=view, runtime=runtime, config=config)
-    for call in ai.tool_calls:
+    for position, call in enumerate(ai.tool_calls):
         name, call_id = call["name"], call["id"] or ""
+        key = tool_key(turn, position, call_id)
+        recorded = journal.outcome(key) if journal is not None else None
+        if recorded is not None:
+            step.replay(recorded)  # NOTE: it ran before a crash and recorded its outcome: never again
+            continue
         tool = tools.get(name)
         if tool is None:
             text = f"there is no tool '{name}'. Your tools: {', '.join(tools)}."
@@ -174,13 +215,40 @@ def run_tool_calls(
             step.deferred.extend([call_id] if ruling.approval else [])
             step.messages.extend([_error(ruling.refusal, call_id, name, code=FORBIDDEN)] if ruling.refusal else [])
             continue
+        runs = journal.start(key) if journal is not None else 1
         injected = context_parameter(tool)
         if injected:
-            args[injected] = replace(base, tool_call_id=call_id, effects=tuple(step.effects))
-        result = _invoke(tool, call, args, config, retries)
-        if isinstance(result, ToolMessage):
-            step.messages.append(result)
-            continue
-        out, failures = result
-        step.take(out, call_id, name, failures)
+            args[injected] = replace(base, tool_call_id=call_id, effects=tuple(step.effects), attempt=runs)
+        mark = step.mark()
+        _run_call(step, tool, call, args, config, retries=retries, journal=journal, key=key)
+        outcome = step.since(mark)
+        if runs > 1:
+            mark_rerun(outcome.messages, runs - 1)
+        if journal is not None:
+            journal.record(key, runs, outcome)
     return step.messages, step.effects, step.deferred
+
+
+def _run_call(
+    step: StepCalls,
+    tool: BaseTool,
+    call: ToolCall,
+    args: dict[str, Any],
+    config: RunnableConfig,
+    *,
+    retries: int,
+    journal: StepJournal | None,
+    key: str,
+) -> None:
+    """Run one tool call and add its outcome to ``step``."""
+    try:
+        result = _invoke(tool, call, args, config, retries)
+    except GraphBubbleUp:
+        if journal is not None:
+            journal.unstart(key)  # NOTE: an interrupt: the run after the resume is not a crash's re-run
+        raise
+    if isinstance(result, ToolMessage):
+        step.messages.append(result)
+        return
+    out, failures = result
+    step.take(out, call["id"] or "", call["name"], failures)

@@ -3,10 +3,11 @@
 A tool declares one parameter typed :class:`ToolContext` (any name) and receives, per
 call: who calls, a read-only view of the team (agents, requests, the team book), the
 effects that earlier tool calls of the same step asked for, the team runtime (policy,
-roles, home, clock), the tool call id and the call's config. The parameter is injected
-by its type, like LangGraph's ``ToolRuntime``, and stays out of the schema the model
-sees. A tool answers with text for its caller and, through ``Command``, effects for
-the router.
+roles, home, clock), the tool call id and idempotency key, the run's number (above 1
+when the process died while an earlier run of the call ran) and the call's config. The
+parameter is injected by its type, like LangGraph's ``ToolRuntime``, and stays out of
+the schema the model sees. A tool answers with text for its caller and, through
+``Command``, effects for the router.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from teamgraph.governance.agents import change_refusal, creation_refusal
 from teamgraph.messaging import effects
 from teamgraph.protocols.requests import APPROVED, QUESTION, is_pending
 from teamgraph.records import ACTIVE, LEADER, AgentRecord, Effect, Request, TeamBook, TeamView
+from teamgraph.runs import run_key
 from teamgraph.tools import errors
 from teamgraph.tools.errors import ErrorCode, ToolError
 
@@ -59,6 +61,21 @@ class ToolContext(InjectedByType):
     config: RunnableConfig = field(default_factory=lambda: RunnableConfig())
     effects: tuple[Effect, ...] = ()
     """What the step's earlier tool calls asked for (the router applies them after the step)."""
+    attempt: int = 1
+    """This run of the call: 1, or more when the process died while an earlier run of it ran (that
+    run may have had its effect; ``idempotency_key`` is the same)."""
+
+    @property
+    def idempotency_key(self) -> str:
+        """The call's idempotency key, the same on every run of it: ``<thread id>:<tool call id>``.
+
+        Pass it to a service that deduplicates requests (a payment API's idempotency key):
+        a call run again after a crash then takes effect once. The tool call id alone (what
+        ``InjectedToolCallId`` gives) is as stable, but unique only as far as the model
+        provider makes it (a scripted model's ids repeat from thread to thread).
+        """
+        run = run_key(self.config)
+        return f"{run}:{self.tool_call_id}" if run else self.tool_call_id
 
     @property
     def caller(self) -> str:
@@ -81,7 +98,7 @@ class ToolContext(InjectedByType):
         return self.view.team
 
     def __repr__(self) -> str:
-        return f"ToolContext(caller={self.caller!r}, tool_call_id={self.tool_call_id!r})"
+        return f"ToolContext(caller={self.caller!r}, tool_call_id={self.tool_call_id!r}, attempt={self.attempt})"
 
     @classmethod
     def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:

@@ -1,0 +1,264 @@
+"""The step journal: what a step's model calls answered and its tools returned, recorded as it goes.
+
+An agent's step runs in its node's task, after the checkpoint that issued it; a crash
+before the checkpoint after it re-runs the whole task (``role_graph.py``). The journal
+lets that re-run take what the first run got instead of doing it again:
+
+- a model call's answer is recorded when the call finishes (in flight, in the router's
+  pool, or in the node), keyed by its dispatch ``seq`` and its index in the step; a re-run
+  takes the recorded answer, so it sees the same tool calls (the same ids) and makes no
+  second call;
+- a tool call is marked as started before the tool runs and its result is recorded when
+  it returns, before the step is applied; a re-run takes a recorded result and never runs
+  that tool again; a tool marked started with no result (the process died while it ran)
+  runs again, with the same idempotency key, ``ToolContext.attempt`` above 1, and a
+  result that says so (``RERUN_KEY``).
+
+So a tool call runs at least once, and its recorded result is applied exactly once.
+
+The journal lives in the team's LangGraph store (``BaseStore``): the one the checkpointer's
+database holds (``checkpoints/memory.py``: SQLite or PostgreSQL), or the one the API server
+gives the graph. One item per agent of a run, namespace ``("teamgraph", "journal", <run
+key>)``, key the agent's name, value ``{"seq": 7, "answers": {"0": <blob>}, "tools":
+{"0:1:call_x": {"runs": 1, "result": <blob>}}}``. An agent's next dispatch replaces its
+item (so the store holds at most one item per agent of a thread), and the router removes
+the run's items when the run ends (``forget_run``). A run nothing can resume (no thread
+id, no checkpointer) keeps no journal.
+
+NOTE: an entry is keyed by its dispatch, not by what the call read: a run started from a
+past checkpoint inside the dispatch the journal still holds (a fork of an unfinished
+thread's last step) takes its recorded answers and results too, as a resume does.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+from langchain_core.messages import BaseMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.config import get_store
+from langgraph.store.base import BaseStore, PutOp
+
+from teamgraph.compat import CONFIG_KEY_CHECKPOINTER
+from teamgraph.runs import run_key
+from teamgraph.runtime import TeamRuntime
+
+__all__ = [
+    "JOURNAL_NAMESPACE",
+    "RERUN_KEY",
+    "StepJournal",
+    "carried_journal",
+    "forget_run",
+    "journal_store",
+    "journaled_act",
+    "journaled_answer",
+    "tool_key",
+]
+
+JOURNAL_NAMESPACE = ("teamgraph", "journal")
+"""The store namespace under which each run's journal lives (one label more: the run's key)."""
+
+RERUN_KEY = "teamgraph_rerun"
+"""``additional_kwargs`` key of a tool result whose call ran again after the process died while it
+ran: how many earlier runs did not finish (so they may have had their effect)."""
+
+RERUN_NOTE = (
+    "Note: the process stopped while this tool call ran, so it was run again with the same "
+    "idempotency key; its effect may have happened before."
+)
+"""The line a re-run tool call's result starts with, for the model."""
+
+_SERDE = JsonPlusSerializer()
+
+
+def journal_store(runtime: TeamRuntime, config: RunnableConfig) -> BaseStore | None:
+    """The store the journal of the run ``config`` belongs to keeps its items in (None: no journal).
+
+    The graph's own store (the API server's, or a parent graph's) first, else the team's
+    (``Team(store=...)``, or the one in the checkpointer's database). A run without a
+    thread id or a checkpointer keeps none: nothing could resume it to read it.
+    """
+    configurable = config.get("configurable") or {}
+    if configurable.get("thread_id") is None or configurable.get(CONFIG_KEY_CHECKPOINTER) is None:
+        return None
+    served = graph_store()
+    return served if served is not None else runtime.memory()[0]
+
+
+def graph_store() -> BaseStore | None:
+    """The store the running graph was given (the API server's, a parent graph's), if any.
+
+    NOTE: read from the task's context (``get_store``): a step's calls in flight run in a
+    copy of the router task's context, so they see it too.
+    """
+    try:
+        store = get_store()
+    except (RuntimeError, KeyError, AttributeError):  # NOTE: outside a graph's task, or a graph without a runtime
+        return None
+    return store if isinstance(store, BaseStore) else None
+
+
+def run_namespace(run: str) -> tuple[str, ...]:
+    """The namespace of run ``run``'s journal (a store label may hold no ``.``)."""
+    return (*JOURNAL_NAMESPACE, quote(run, safe="").replace(".", "%2E") or "-")
+
+
+def tool_key(turn: int, position: int, call_id: str) -> str:
+    """A tool call's entry: its model call in the step, its place in the answer, its id.
+
+    NOTE: the place too, so two calls a provider gave the same id stay apart.
+    """
+    return f"{turn}:{position}:{call_id}"
+
+
+def _dump(value: Any) -> dict[str, str]:
+    kind, data = _SERDE.dumps_typed(value)
+    return {"type": kind, "data": base64.b64encode(data).decode("ascii")}
+
+
+def _load(blob: Mapping[str, str]) -> Any:
+    return _SERDE.loads_typed((blob["type"], base64.b64decode(blob["data"])))
+
+
+@dataclass
+class ToolOutcome:
+    """What one tool call added to its step: its results, its effects, the calls it left open."""
+
+    messages: list[Any] = field(default_factory=list)
+    effects: list[Any] = field(default_factory=list)
+    deferred: list[str] = field(default_factory=list)
+
+
+@dataclass
+class StepJournal:
+    """One dispatch of one agent in the journal: read once when the step starts, written as it goes.
+
+    Attributes:
+        store: Where the item lives.
+        namespace: The run's namespace.
+        agent: The agent (the item's key).
+        seq: The dispatch.
+        value: The item as this step knows it (an earlier dispatch's is replaced at the first write).
+    """
+
+    store: BaseStore
+    namespace: tuple[str, ...]
+    agent: str
+    seq: int
+    value: dict[str, Any]
+
+    @classmethod
+    def open(cls, runtime: TeamRuntime, config: RunnableConfig, agent: str, seq: int | None) -> StepJournal | None:
+        """The journal of ``agent``'s dispatch ``seq`` in the run of ``config`` (None: the run keeps none)."""
+        store = journal_store(runtime, config)
+        if store is None or seq is None:
+            return None
+        namespace = run_namespace(run_key(config))
+        item = store.get(namespace, agent)
+        value = dict(item.value) if item is not None and item.value.get("seq") == seq else {}
+        return cls(store=store, namespace=namespace, agent=agent, seq=seq, value=value)
+
+    def answer(self, index: int) -> list[BaseMessage] | None:
+        """The recorded answer of the step's model call ``index`` (None: not recorded)."""
+        blob = self.value.get("answers", {}).get(str(index))
+        return None if blob is None else list(_load(blob))
+
+    def record_answer(self, index: int, answer: Sequence[BaseMessage]) -> None:
+        """Record the answer of the step's model call ``index``."""
+        self._write("answers", str(index), _dump(list(answer)))
+
+    def outcome(self, key: str) -> ToolOutcome | None:
+        """The recorded outcome of tool call ``key`` (None: it has none)."""
+        blob = self.value.get("tools", {}).get(key, {}).get("result")
+        return None if blob is None else ToolOutcome(**_load(blob))
+
+    def start(self, key: str) -> int:
+        """Mark tool call ``key`` as started before it runs: its run's number (1: the first)."""
+        runs = int(self.value.get("tools", {}).get(key, {}).get("runs", 0)) + 1
+        self._write("tools", key, {"runs": runs})
+        return runs
+
+    def unstart(self, key: str) -> None:
+        """Tool call ``key`` stopped for an interrupt: its run after the resume is not a crash's re-run."""
+        self._write("tools", key, None)
+
+    def record(self, key: str, runs: int, outcome: ToolOutcome) -> None:
+        """Record tool call ``key``'s outcome (before the step is applied)."""
+        result = {"messages": outcome.messages, "effects": outcome.effects, "deferred": outcome.deferred}
+        self._write("tools", key, {"runs": runs, "result": _dump(result)})
+
+    def _write(self, part: str, key: str, entry: Any) -> None:
+        entries = dict(self.value.get(part, {}))
+        if entry is None:
+            entries.pop(key, None)
+        else:
+            entries[key] = entry
+        self.value = {**self.value, "seq": self.seq, part: entries}
+        # NOTE: never indexed: a store set up for semantic search would embed every entry.
+        self.store.put(self.namespace, self.agent, self.value, index=False)
+
+
+class JournaledAnswer(list[BaseMessage]):
+    """A model call's answer, carrying the journal of its step (the step goes on with it, unread again)."""
+
+    journal: StepJournal | None = None
+
+
+def journaled_answer(
+    journal: StepJournal | None, index: int, call: Callable[[], Sequence[BaseMessage]]
+) -> JournaledAnswer:
+    """Model call ``index`` of a step: its recorded answer, else ``call()``'s, recorded."""
+    recorded = None if journal is None else journal.answer(index)
+    answer = JournaledAnswer(call() if recorded is None else recorded)
+    if journal is not None and recorded is None:
+        journal.record_answer(index, answer)
+    answer.journal = journal
+    return answer
+
+
+def carried_journal(answer: Future[Any] | None, seq: int) -> StepJournal | None:
+    """The journal a call made in flight for dispatch ``seq`` carries (None: none, or it failed)."""
+    if answer is None or not answer.done() or answer.cancelled() or answer.exception() is not None:
+        return None
+    journal = getattr(answer.result(), "journal", None)
+    return journal if isinstance(journal, StepJournal) and journal.seq == seq else None
+
+
+def journaled_act(journal: StepJournal | None, key: str, act: Callable[[], str]) -> str:
+    """An act of a step that is no tool call (an approved operation), run as a tool call is.
+
+    Its text result is recorded as it returns; a step re-run takes it, and an act the
+    process died in runs again with a result that says so.
+    """
+    if journal is None:
+        return act()
+    recorded = journal.outcome(key)
+    if recorded is not None:
+        return str(recorded.messages[0])
+    runs = journal.start(key)
+    result = act() if runs == 1 else f"{RERUN_NOTE}\n{act()}"
+    journal.record(key, runs, ToolOutcome(messages=[result]))
+    return result
+
+
+def forget_run(runtime: TeamRuntime, config: RunnableConfig, agents: Iterable[str]) -> None:
+    """The run of ``config`` ended (nothing in flight, no person to wait for): its journal goes.
+
+    Args:
+        runtime: The team runtime.
+        config: The router's config.
+        agents: Every agent of the run (the registry): the keys its journal may hold.
+
+    NOTE: every step of the run is in its checkpoints by then, so no re-run can need an entry.
+    """
+    store = journal_store(runtime, config)
+    if store is None:
+        return
+    namespace = run_namespace(run_key(config))
+    store.batch([PutOp(namespace, agent, None) for agent in agents])  # NOTE: None deletes; one round trip

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 from langchain_core.tools import BaseTool
+from langgraph.config import get_store
 from langgraph.store.base import BaseStore
 from langgraph.store.memory import InMemoryStore
 
@@ -182,7 +183,15 @@ class TeamRuntime:
         return [*shared, *self.extra_tools.get(role.id, [])]
 
     def memory(self) -> tuple[BaseStore, tuple[str, ...]]:
-        """The memory store and this home's namespace in it (shared by every thread of the home)."""
+        """The memory store and this home's namespace in it (shared by every thread of the home).
+
+        The store the running graph was given comes first (the API server's, shared by its
+        replicas; a parent graph's), then ``Team(store=...)`` or the one in the checkpointer's
+        database, then one in memory.
+        """
+        served = graph_store()
+        if served is not None:
+            return served, memory_namespace(self.home)
         with self._lock:
             if self.store is None:
                 self.store = InMemoryStore()
@@ -214,3 +223,16 @@ class TeamRuntime:
             return self.policy.scheduling
         scripted = all(isinstance(self.model_for(role), ScriptedChatModel) for role in self.roles.values())
         return "lockstep" if scripted else "completions"
+
+
+def graph_store() -> BaseStore | None:
+    """The store the running graph was given (the API server's, a parent graph's), if any.
+
+    NOTE: read from the task's context (``get_store``): a step's calls in flight run in a
+    copy of the router task's context, so they see it too.
+    """
+    try:
+        store = get_store()
+    except (RuntimeError, KeyError, AttributeError):  # NOTE: outside a graph's task, or a graph without a runtime
+        return None
+    return store if isinstance(store, BaseStore) else None

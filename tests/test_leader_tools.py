@@ -136,3 +136,24 @@ def test_the_leader_runs_an_allowed_command(tmp_path):
     team.compile().invoke({"messages": [("user", "Compute.")]}, config)
     [ran] = _leader_results(team, config, "run_command")
     assert error_of(ran) is None and "42" in str(ran.content)
+
+
+def test_notes_go_to_the_store_the_running_graph_was_given(tmp_path) -> None:
+    """Under the API server (or a parent graph with a store) notes are in that store, shared by its replicas."""
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.store.memory import InMemoryStore
+    from typing_extensions import TypedDict
+
+    from teamgraph.runtime import TeamRuntime
+
+    class Seen(TypedDict, total=False):
+        store: object
+
+    runtime = TeamRuntime(home=tmp_path, policy=Policy())
+    served = InMemoryStore()
+    builder = StateGraph(Seen)
+    builder.add_node("probe", lambda state: {"store": runtime.memory()[0]})
+    builder.add_edge(START, "probe")
+    builder.add_edge("probe", END)
+    assert builder.compile(store=served).invoke({})["store"] is served
+    assert builder.compile().invoke({})["store"] is runtime.memory()[0] is not served

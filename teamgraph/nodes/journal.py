@@ -42,7 +42,6 @@ from urllib.parse import quote
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
-from langgraph.config import get_store
 from langgraph.store.base import BaseStore, PutOp
 
 from teamgraph.compat import CONFIG_KEY_CHECKPOINTER
@@ -80,28 +79,14 @@ _SERDE = JsonPlusSerializer()
 def journal_store(runtime: TeamRuntime, config: RunnableConfig) -> BaseStore | None:
     """The store the journal of the run ``config`` belongs to keeps its items in (None: no journal).
 
-    The graph's own store (the API server's, or a parent graph's) first, else the team's
-    (``Team(store=...)``, or the one in the checkpointer's database). A run without a
+    The team's memory store (``TeamRuntime.memory``: the graph's own, the API server's or a
+    parent graph's, first). A run without a
     thread id or a checkpointer keeps none: nothing could resume it to read it.
     """
     configurable = config.get("configurable") or {}
     if configurable.get("thread_id") is None or configurable.get(CONFIG_KEY_CHECKPOINTER) is None:
         return None
-    served = graph_store()
-    return served if served is not None else runtime.memory()[0]
-
-
-def graph_store() -> BaseStore | None:
-    """The store the running graph was given (the API server's, a parent graph's), if any.
-
-    NOTE: read from the task's context (``get_store``): a step's calls in flight run in a
-    copy of the router task's context, so they see it too.
-    """
-    try:
-        store = get_store()
-    except (RuntimeError, KeyError, AttributeError):  # NOTE: outside a graph's task, or a graph without a runtime
-        return None
-    return store if isinstance(store, BaseStore) else None
+    return runtime.memory()[0]
 
 
 def run_namespace(run: str) -> tuple[str, ...]:

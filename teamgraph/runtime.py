@@ -84,6 +84,9 @@ class TeamRuntime:
     """The team's model calls in flight (they outlive the superstep that issues them)."""
     role_nodes: dict[str, str] = field(default_factory=dict, repr=False)
     """The graph's node of each role known when it was compiled, by role id (others step in ``member``)."""
+    journals: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict, repr=False)
+    """Per run key, the step-journal items this process read or wrote in the run under way
+    (``nodes/journal.py``): the store is read once per agent and run."""
     tool_sets: dict[tuple[str, bool], list[BaseTool]] = field(default_factory=dict, repr=False)
     """Built tool sets by (set name, leader side): building a tool's schema is slow."""
     permissions: PermissionMatrix | Mapping[str, Any] | str | Path | None = None

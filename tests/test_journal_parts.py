@@ -30,7 +30,7 @@ from test_step_journal import CONFIG, LEADER, MEMBER, Crash
 
 from teamgraph import Policy, ScriptedChatModel, Team
 from teamgraph.governance import operations
-from teamgraph.nodes.journal import RERUN_KEY, RERUN_NOTE, StepJournal, run_namespace
+from teamgraph.nodes.journal import RERUN_KEY, RERUN_NOTE, StepJournal, flush, run_namespace
 from teamgraph.nodes.tool_calls import run_tool_calls
 from teamgraph.tools import TeamView, ToolContext
 from teamgraph.tools.context import defer
@@ -124,6 +124,7 @@ def test_an_approved_command_the_process_died_in_runs_again_and_says_so(
 
 def _journal(store: InMemoryStore) -> StepJournal:
     """Dispatch 1 of the member in run ``t.1``, as a step opening it reads it."""
+    flush()  # NOTE: results are written behind the step; a step opening the journal waits for them too
     item = store.get(run_namespace("t.1"), MEMBER)
     value = {} if item is None else dict(item.value)
     return StepJournal(store=store, namespace=run_namespace("t.1"), agent=MEMBER, seq=1, value=value)

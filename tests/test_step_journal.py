@@ -36,7 +36,7 @@ from scripting import act, call
 
 from teamgraph import Policy, ScriptedChatModel, Team
 from teamgraph.graph import scheduler
-from teamgraph.nodes.journal import JOURNAL_NAMESPACE, RERUN_KEY, run_namespace
+from teamgraph.nodes.journal import JOURNAL_NAMESPACE, RERUN_KEY, flush, run_namespace
 from teamgraph.tools import ToolContext
 
 LEADER = "Team Leader"
@@ -139,6 +139,7 @@ def crash_then_resume(tmp_path: Path, scheduling: str, crash: str) -> tuple[Card
     resumed = team_for(card, tmp_path / "home", scheduling)
     journal = resumed.compile() and resumed.runtime.store
     assert journal is not None
+    flush()  # NOTE: answers and results are written behind the step (the resumed run waits for them too)
     item = journal.get(run_namespace(THREAD), MEMBER)
     assert item is not None and item.value["answers"].keys() == {"0"}  # NOTE: recorded before the crash
     resumed.graph.invoke(None, CONFIG)
@@ -219,6 +220,7 @@ def test_the_journal_keeps_one_item_per_agent_and_goes_when_the_run_ends(tmp_pat
         team.compile().invoke({"messages": [("user", "Charge 5.")]}, CONFIG)
     store = team.runtime.store
     assert store is not None
+    flush()
     kept = {item.key: item.value["seq"] for item in store.search(run_namespace(THREAD))}
     dispatched = team.state(CONFIG)["team"]["in_flight"]
     # NOTE: the leader's earlier dispatch was replaced by its later one; the member's is the one in flight.
@@ -277,6 +279,7 @@ def test_the_journal_is_kept_in_the_team_s_store_and_never_embedded(tmp_path: Pa
     )
     with pytest.raises(Crash):
         team.compile().invoke({"messages": [("user", "Charge 5.")]}, CONFIG)
+    flush()
     assert {item.key for item in store.search(run_namespace(THREAD))} == {LEADER, MEMBER}
     team.graph.invoke(None, CONFIG)
     assert len(card.charges()) == 1 and embedded == []

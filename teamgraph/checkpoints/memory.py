@@ -11,6 +11,7 @@ or one of another kind).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import sqlite3
 from pathlib import Path
@@ -22,6 +23,7 @@ from langgraph.store.memory import InMemoryStore
 from teamgraph.checkpoints.saver import connect
 
 
+@functools.lru_cache(maxsize=64)  # NOTE: resolving the path costs a few system calls, on every step's journal
 def memory_namespace(home: Path) -> tuple[str, ...]:
     """The namespace of a team home's notes (one per home, whatever the database)."""
     return ("teamgraph", "memory", hashlib.sha1(str(Path(home).resolve()).encode()).hexdigest()[:16])

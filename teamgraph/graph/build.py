@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
@@ -28,6 +29,7 @@ from teamgraph.graph.router import HUMAN_NODE, ROUTER_NODE, make_router, route_e
 from teamgraph.graph.scheduler import LEADER_NODE, MEMBER_NODE
 from teamgraph.nodes.agent_step import RoleStep, build_role_step
 from teamgraph.nodes.human_gate import make_human_gate
+from teamgraph.nodes.journal import begin_run
 from teamgraph.nodes.role_graph import StepTask, make_agent_node
 from teamgraph.roles import Role
 from teamgraph.runtime import TeamRuntime
@@ -93,7 +95,7 @@ def build_team_graph(runtime: TeamRuntime, *, checkpointer: Any = None) -> Compi
         compiled,
         lease_home=lease_home,
         on_end=lambda run: None if run.resumable else runtime.calls.forget(run.key),
-        on_start=lambda config: open_log_soon(runtime, config),
+        on_start=lambda config: run_starts(runtime, config),
     )
     config: dict[str, Any] = {"recursion_limit": RECURSION_LIMIT}
     if checkpointer is not None:
@@ -102,3 +104,9 @@ def build_team_graph(runtime: TeamRuntime, *, checkpointer: Any = None) -> Compi
         config["configurable"] = {CONFIG_KEY_DURABILITY: "sync"}
     freeze_long_lived()  # NOTE: the modules a run uses are all imported by now
     return graph.with_config(**config)
+
+
+def run_starts(runtime: TeamRuntime, config: RunnableConfig) -> None:
+    """What a run does as it starts: forget what this process knew of the thread's step journal, open the log."""
+    begin_run(runtime, config)
+    open_log_soon(runtime, config)

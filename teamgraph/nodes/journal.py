@@ -16,6 +16,11 @@ lets that re-run take what the first run got instead of doing it again:
 
 So a tool call runs at least once, and its recorded result is applied exactly once.
 
+Only a tool's start mark is waited for (a re-run must know the tool may have run). The
+answers and results are written behind the step, in order, by one writer thread: one
+lost with its process only makes a re-run do that call or tool again (with its key, and,
+for a tool, the note), which is the guarantee above; a step's checkpoint makes them moot.
+
 The journal lives in the team's LangGraph store (``BaseStore``): the one the checkpointer's
 database holds (``checkpoints/memory.py``: SQLite or PostgreSQL), or the one the API server
 gives the graph. One item per agent of a run, namespace ``("teamgraph", "journal", <run
@@ -33,8 +38,11 @@ thread's last step) takes its recorded answers and results too, as a resume does
 from __future__ import annotations
 
 import base64
+import logging
+import os
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -52,6 +60,8 @@ __all__ = [
     "JOURNAL_NAMESPACE",
     "RERUN_KEY",
     "StepJournal",
+    "begin_run",
+    "flush",
     "carried_journal",
     "forget_run",
     "journal_store",
@@ -74,6 +84,28 @@ RERUN_NOTE = (
 """The line a re-run tool call's result starts with, for the model."""
 
 _SERDE = JsonPlusSerializer()
+_LOG = logging.getLogger(__name__)
+_WRITER: tuple[int, ThreadPoolExecutor] | None = None
+_WRITER_GUARD = threading.Lock()
+
+
+def _writer() -> ThreadPoolExecutor:
+    """The thread that writes journal items, in the order they are given (one per process)."""
+    global _WRITER
+    with _WRITER_GUARD:
+        if _WRITER is None or _WRITER[0] != os.getpid():  # NOTE: a forked child has no thread of its parent's
+            _WRITER = (os.getpid(), ThreadPoolExecutor(1, thread_name_prefix="teamgraph-journal"))
+        return _WRITER[1]
+
+
+def _written(done: Future[Any]) -> None:
+    if (error := done.exception()) is not None:
+        _LOG.warning("a step journal entry was not written (a re-run may do its call or tool again): %s", error)
+
+
+def flush() -> None:
+    """Wait until every journal write given so far is done."""
+    _writer().submit(lambda: None).result()
 
 
 def journal_store(runtime: TeamRuntime, config: RunnableConfig) -> BaseStore | None:
@@ -130,6 +162,7 @@ class StepJournal:
         agent: The agent (the item's key).
         seq: The dispatch.
         value: The item as this step knows it (an earlier dispatch's is replaced at the first write).
+        known: The run's items as this process knows them (``TeamRuntime.journals``), kept in step.
     """
 
     store: BaseStore
@@ -137,6 +170,7 @@ class StepJournal:
     agent: str
     seq: int
     value: dict[str, Any]
+    known: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @classmethod
     def open(cls, runtime: TeamRuntime, config: RunnableConfig, agent: str, seq: int | None) -> StepJournal | None:
@@ -144,10 +178,17 @@ class StepJournal:
         store = journal_store(runtime, config)
         if store is None or seq is None:
             return None
-        namespace = run_namespace(run_key(config))
-        item = store.get(namespace, agent)
-        value = dict(item.value) if item is not None and item.value.get("seq") == seq else {}
-        return cls(store=store, namespace=namespace, agent=agent, seq=seq, value=value)
+        run = run_key(config)
+        namespace = run_namespace(run)
+        # NOTE: the run holds its thread's lease, so no other process writes its items while
+        # it runs: after the store's answer for an agent, this process's copy stays true.
+        known = runtime.journals.setdefault(run, {})
+        if agent not in known:
+            flush()  # NOTE: an earlier run's writes of this process first (a resume in-process)
+            item = store.get(namespace, agent)
+            known[agent] = dict(item.value) if item is not None else {}
+        value = dict(known[agent]) if known[agent].get("seq") == seq else {}
+        return cls(store=store, namespace=namespace, agent=agent, seq=seq, value=value, known=known)
 
     def answer(self, index: int) -> list[BaseMessage] | None:
         """The recorded answer of the step's model call ``index`` (None: not recorded)."""
@@ -155,8 +196,8 @@ class StepJournal:
         return None if blob is None else list(_load(blob))
 
     def record_answer(self, index: int, answer: Sequence[BaseMessage]) -> None:
-        """Record the answer of the step's model call ``index``."""
-        self._write("answers", str(index), _dump(list(answer)))
+        """Record the answer of the step's model call ``index`` (written behind the step)."""
+        self._write("answers", str(index), _dump(list(answer)), wait=False)
 
     def outcome(self, key: str) -> ToolOutcome | None:
         """The recorded outcome of tool call ``key`` (None: it has none)."""
@@ -166,27 +207,33 @@ class StepJournal:
     def start(self, key: str) -> int:
         """Mark tool call ``key`` as started before it runs: its run's number (1: the first)."""
         runs = int(self.value.get("tools", {}).get(key, {}).get("runs", 0)) + 1
-        self._write("tools", key, {"runs": runs})
+        self._write("tools", key, {"runs": runs}, wait=True)
         return runs
 
     def unstart(self, key: str) -> None:
         """Tool call ``key`` stopped for an interrupt: its run after the resume is not a crash's re-run."""
-        self._write("tools", key, None)
+        self._write("tools", key, None, wait=True)
 
     def record(self, key: str, runs: int, outcome: ToolOutcome) -> None:
-        """Record tool call ``key``'s outcome (before the step is applied)."""
+        """Record tool call ``key``'s outcome (written behind the step, before it is applied)."""
         result = {"messages": outcome.messages, "effects": outcome.effects, "deferred": outcome.deferred}
-        self._write("tools", key, {"runs": runs, "result": _dump(result)})
+        self._write("tools", key, {"runs": runs, "result": _dump(result)}, wait=False)
 
-    def _write(self, part: str, key: str, entry: Any) -> None:
+    def _write(self, part: str, key: str, entry: Any, *, wait: bool) -> None:
         entries = dict(self.value.get(part, {}))
         if entry is None:
             entries.pop(key, None)
         else:
             entries[key] = entry
         self.value = {**self.value, "seq": self.seq, part: entries}
-        # NOTE: never indexed: a store set up for semantic search would embed every entry.
-        self.store.put(self.namespace, self.agent, self.value, index=False)
+        self.known[self.agent] = self.value
+        # NOTE: every write is the whole item, in order: the last one written holds the rest.
+        # Never indexed: a store set up for semantic search would embed every entry.
+        done = _writer().submit(self.store.put, self.namespace, self.agent, self.value, index=False)
+        if wait:
+            done.result()
+        else:
+            done.add_done_callback(_written)
 
 
 class JournaledAnswer(list[BaseMessage]):
@@ -242,8 +289,18 @@ def forget_run(runtime: TeamRuntime, config: RunnableConfig, agents: Iterable[st
 
     NOTE: every step of the run is in its checkpoints by then, so no re-run can need an entry.
     """
+    runtime.journals.pop(run_key(config), None)
     store = journal_store(runtime, config)
     if store is None:
         return
     namespace = run_namespace(run_key(config))
-    store.batch([PutOp(namespace, agent, None) for agent in agents])  # NOTE: None deletes; one round trip
+    # NOTE: after the writes given before it (one writer, in order); None deletes; one round trip.
+    _writer().submit(store.batch, [PutOp(namespace, agent, None) for agent in agents]).result()
+
+
+def begin_run(runtime: TeamRuntime, config: RunnableConfig) -> None:
+    """A run of ``config``'s thread starts in this process: what it knew of the journal may be stale.
+
+    NOTE: another process may have run the thread since (and crashed in a step).
+    """
+    runtime.journals.pop(run_key(config), None)

@@ -462,10 +462,6 @@ SLOW_FIXTURES = frozenset({"postgres_url", "postgres_server"})
 """A test that needs a PostgreSQL server is slow wherever it lives."""
 SLOW_TESTS = frozenset(
     {
-        # NOTE: new processes (a crash, an interpreter exit) in the *_review*.py files, named here
-        # rather than marked there while those files are being folded into their suites.
-        "test_a_write_that_ends_as_the_interpreter_exits_is_still_flushed",
-        "test_a_thread_resumed_in_a_killed_process_under_strict_msgpack_reads_as_langgraphs",
         # NOTE: asks for PostgreSQL inside the test (request.getfixturevalue).
         "test_a_postgres_thread_resumed_at_the_new_roster_cadence_reads_the_same_at_either_cadence",
     }

@@ -92,8 +92,8 @@ def test_a_replica_killed_mid_run_has_its_runs_finished_by_the_other(cluster: Cl
         assert_thread_correct(cluster, client, tag, thread)
         # NOTE: issue 30 asks for at most 2. A one-member run has at most 2 calls in flight, but a
         # replica killed after the router sent a finished call to its agent's node, before the
-        # node's step was saved, makes that call once more in the node (issue 29's engine): 3 was
-        # seen in one CI run of ten threads. The bound the engine keeps is 3; 2 is still open.
+        # node's step was saved, makes that call once more in the node (issue 29's engine). The
+        # bound the engine keeps is 3; 2 is still open.
         assert cluster.job.redone(tag) <= 3, (tag, cluster.job.redone(tag))
     assert forked_threads(cluster.database) == []
 

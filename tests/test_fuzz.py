@@ -206,7 +206,7 @@ def test_random_traffic_in_any_interleaving_keeps_every_invariant(tmp_path_facto
 
 
 # NOTE: found by the threads' fuzz, replayed here in virtual time: a background run read by a
-# step in flight whose member was stopped meanwhile was left pending.
+# step in flight whose member is stopped meanwhile must not be left pending.
 STOPPED_WHILE_READING_A_RUN = {
     "leader": [("message", 1), ("message", 0), ("message", 0), ("sleep", 0), ("answer", 4), ("stop", 2),
                ("shutdown", 4), ("ask", 3)],
@@ -222,7 +222,7 @@ STOPPED_WHILE_READING_A_RUN = {
 
 
 # NOTE: issue 31, failure 9: Member_1's slow call_agents to both peers lands after the leader
-# terminated Member_2; the call was answered twice.
+# terminated Member_2; the call must be answered once.
 GROUP_CALL_WHILE_A_RECEIVER_ENDS = {
     "leader": [("terminate", 1)],
     "members": ([("call_group", 0)], [], []),

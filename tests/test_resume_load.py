@@ -3,9 +3,12 @@ decodes only checkpoints that may hold a snapshot, and writes kept folded betwee
 
 from __future__ import annotations
 
+import copy
 import gc
+import os
 import sqlite3
 import threading
+import weakref
 from typing import Annotated
 
 import pytest
@@ -21,10 +24,10 @@ from teamgraph import ScriptedChatModel, Team
 from teamgraph.checkpoints import open_sqlite_saver
 from teamgraph.checkpoints.collector import collector_paused
 from teamgraph.checkpoints.saver import TeamSqliteSaver, _WalkSerde
-from teamgraph.checkpoints.serde import TeamSerializer
+from teamgraph.checkpoints.serde import HISTORY_APPEND_TYPE, TeamSerializer
 from teamgraph.compat import DELTA_SNAPSHOT
+from tests.saver_fixtures import CHANNELS, plain, second_turn
 from tests.test_calls_in_flight import two_members as script
-from tests.test_saver_review import CHANNELS, plain
 
 needs_snapshots = pytest.mark.skipif(DELTA_SNAPSHOT is None, reason="this LangGraph has no DeltaChannel snapshots")
 
@@ -86,6 +89,83 @@ def test_the_users_switch_is_theirs_before_during_and_after_a_pause(collector_on
     with collector_paused():
         gc.disable()
     assert not gc.isenabled() and gc.get_threshold() == collector_on
+
+
+def _collecting() -> bool:
+    """Automatic collection is on: the switch, and no pause left behind (a young threshold of 0)."""
+    return gc.isenabled() and gc.get_threshold()[0] > 0
+
+
+class _Node:
+    """An object in a reference cycle (only the collector frees it)."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+def _collects_cycles_on_its_own() -> bool:
+    """Whether automatic collection runs: a cycle is freed once enough objects are made, no ``gc.collect()``."""
+    ref = weakref.ref(_Node())
+    kept = [[] for _ in range(20_000)]  # NOTE: kept objects count toward the young generation's threshold
+    return ref() is None and len(kept) == 20_000
+
+
+def test_a_collector_another_thread_turns_off_during_a_load_stays_off(collector_on):
+    """The user's ``gc.disable()`` made while some load happens to be paused is not undone when it ends."""
+    worker, leave = _load_held_in_another_thread()
+    gc.disable()  # NOTE: the application turns the collector off itself (e.g. for its own batch)
+    leave.set()
+    worker.join(5)
+    assert not gc.isenabled()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_process_forked_during_a_load_in_another_thread_has_its_collector_on(collector_on):
+    """A child forked while a load of another thread is paused gets its collector back: the
+    thread that would end the pause does not exist in the child, so the child must not wait for it."""
+    worker, leave = _load_held_in_another_thread()
+    try:
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            # NOTE: the child's own load: its pause ends, yet the counter still holds the parent's thread.
+            with collector_paused():
+                pass
+            os._exit(0 if _collects_cycles_on_its_own() else 1)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        leave.set()
+        worker.join(5)
+    assert os.waitstatus_to_exitcode(status) == 0, "the forked child's collector stayed off"
+
+
+def test_the_collector_is_on_after_a_run_a_get_state_a_resumed_run_and_a_failed_load(team_home, collector_on):
+
+    config = {"configurable": {"thread_id": "gc"}}
+    team = Team(model=ScriptedChatModel(script()), home=team_home)
+    team.compile().invoke({"messages": [HumanMessage("Please do the work.")]}, config)
+    assert _collecting()
+    reader = Team(model=ScriptedChatModel({}), home=team_home)
+    histories = reader.state(config)["histories"]
+    assert _collecting()
+    # NOTE: many threads read the same lazily decoded histories at once (each batch decoded once).
+    seen: list[list[str]] = []
+
+    def read() -> None:
+        seen.append([m.id for h in histories.values() for m in h])
+
+    workers = [threading.Thread(target=read) for _ in range(8)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert len(seen) == 8 and all(ids == seen[0] for ids in seen) and _collecting()
+    second_turn(team_home, config)
+    assert _collecting()
+    with sqlite3.connect(team.db_path) as conn:
+        assert conn.execute("UPDATE writes SET value = x'c1' WHERE type = ?", (HISTORY_APPEND_TYPE,)).rowcount
+    with pytest.raises(Exception):  # noqa: B017 - what matters here is the collector after it
+        Team(model=ScriptedChatModel({}), home=team_home).state(config)
+    assert _collecting()
 
 
 # --- the ancestor walk ------------------------------------------------------------
@@ -232,3 +312,30 @@ def test_readers_of_a_kept_load_get_objects_of_their_own(team_home):
         assert all(a is not b for a, b in zip(history, again["histories"][agent], strict=True))
     for channel in ("agents", "requests"):
         assert all(first[channel][key] is not again[channel][key] for key in first[channel])
+
+
+def test_a_reader_that_changes_what_it_got_changes_nothing_for_the_next_reader(team_home):
+    config = {"configurable": {"thread_id": "mutate"}}
+    Team(model=ScriptedChatModel(script()), home=team_home).compile().invoke(
+        {"messages": [HumanMessage("Please do the work.")]}, config
+    )
+    reader = Team(model=ScriptedChatModel({}), home=team_home).compile()
+    first = reader.get_state(config).values
+    expected = copy.deepcopy(plain(first))
+    for record in first["agents"].values():
+        record["status"] = "tampered"
+    first["requests"].clear()
+    first["messages"].append(HumanMessage("tampered"))
+    first["messages"][0].content = "tampered"
+    for agent in list(first["histories"]):
+        first["histories"][agent] = []
+    got = {"main": None, "other": None}
+
+    def read(key: str) -> None:
+        got[key] = plain(reader.get_state(config).values)
+
+    worker = threading.Thread(target=read, args=("other",))
+    worker.start()
+    read("main")
+    worker.join(10)
+    assert got["main"] == expected and got["other"] == expected

@@ -147,7 +147,7 @@ def test_streamed_runs_finish_with_any_count_of_langgraph_workers(make_team, tmp
 
 
 def test_a_gate_beside_the_router_streams_its_interrupt_before_the_routers_wait_ends(tmp_path):
-    """Review 11: after an edit with two updates, a superstep runs the router and the gate.
+    """After an edit with two updates, a superstep runs the router and the gate.
     Streamed, both tasks and the chunk waiter need a worker each: the person's question must
     not queue behind the router, which waits for the member's step in flight."""
     from langgraph.types import StateUpdate

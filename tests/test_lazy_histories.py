@@ -117,7 +117,8 @@ def test_two_threads_reading_one_undecoded_batch_both_get_its_messages():
     # NOTE: the pool's steps and the router (its log, think ahead) read the same loaded History.
     # A reader that has seen the batch undecoded must still get its messages when another thread
     # finishes decoding it (and drops the encoded bytes) meanwhile: the trace below holds the
-    # second reader just before it decodes until the first reader is done.
+    # second reader past its first look, at the first line that would guard or start a decode
+    # (held inside a guard, it would only keep the first reader waiting), until the first is done.
     messages = [HumanMessage(f"m{i}", id=f"m{i}") for i in range(20)]
     history = loaded_history(messages)
     (part,) = history.parts()
@@ -129,7 +130,7 @@ def test_two_threads_reading_one_undecoded_batch_both_get_its_messages():
     def hold_after_the_check(frame, event, arg):
         if frame.f_code is not code:
             return None
-        if event == "line" and "decode_messages" in _line(frame):
+        if event == "line" and not second_checked.is_set() and _guards_or_decodes(_line(frame)):
             second_checked.set()
             first_done.wait(5)
         return hold_after_the_check
@@ -156,6 +157,11 @@ def test_two_threads_reading_one_undecoded_batch_both_get_its_messages():
 
 def _line(frame) -> str:
     return linecache.getline(frame.f_code.co_filename, frame.f_lineno)
+
+
+def _guards_or_decodes(line: str) -> bool:
+    """The line of ``EncodedMessages.messages`` that takes its decoding lock or decodes."""
+    return "_DECODING" in line or "decode_messages" in line
 
 
 def test_a_compacted_loaded_history_decodes_only_what_its_newest_summary_keeps():

@@ -527,9 +527,14 @@ SLOW_TESTS = frozenset(
         "test_a_postgres_thread_resumed_at_the_new_roster_cadence_reads_the_same_at_either_cadence",
     }
 )
-FAST_CASES = {"test_python_block_runs_as_printed": ("page", "README.md")}
-"""Parametrized tests whose every case starts a new process: the fast loop runs only the case
-named here (the README's blocks); the full run runs the docs pages' blocks too."""
+FAST_CASES = {
+    # NOTE: every case starts a new process: the fast loop runs the README's blocks, the full run each page's.
+    "test_python_block_runs_as_printed": ("page", "README.md"),
+    # NOTE: 112 interleavings per scheduler: the fast loop runs them under "completions", where steps
+    # finish in any order; the full run under "auto" (lockstep for a scripted team) too.
+    "test_the_outcome_of_a_call_does_not_depend_on_what_the_callee_did_meanwhile": ("scheduling", "completions"),
+}
+"""Parametrized tests of which the fast loop runs one value of a parameter (the full run, all)."""
 
 
 def _slow(item: pytest.Item) -> bool:

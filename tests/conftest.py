@@ -45,6 +45,23 @@ def _shared_tool_call_schemas() -> Iterator[None]:
         yield
 
 
+@pytest.fixture(autouse=True)
+def _cli_settings_restored() -> Iterator[None]:
+    """The CLI's process-wide settings (``--db``, ``--debug``) as they were before the test.
+
+    NOTE: ``CliRunner.invoke`` runs the app in this process, and the root callback keeps its
+    options in ``teamgraph.cli.errors.settings`` until the next invocation: a ``--db`` one test
+    gave would otherwise be the database of the next test's ``list_threads`` in that worker.
+    """
+    module = sys.modules.get("teamgraph.cli.errors")
+    saved = dict(module.settings) if module is not None else None
+    yield
+    module = sys.modules.get("teamgraph.cli.errors")
+    if module is not None:
+        module.settings.clear()
+        module.settings.update(saved if saved is not None else {"debug": False})
+
+
 @pytest.fixture
 def openai_server() -> Iterator[Callable[[Script], ScriptedOpenAIServer]]:
     """Factory for local OpenAI-compatible servers answering from a script.

@@ -542,11 +542,12 @@ SLOW_TESTS = frozenset(
     {
         # NOTE: asks for PostgreSQL inside the test, with no parameter naming it.
         "test_a_postgres_thread_resumed_at_the_new_roster_cadence_reads_the_same_at_either_cadence",
+        # NOTE: a new Python process per block of each page; test_readme's quickstart test runs the
+        # README's quickstart block the same way in the fast loop, and checks what it prints too.
+        "test_python_block_runs_as_printed",
     }
 )
 FAST_CASES = {
-    # NOTE: every case starts a new process: the fast loop runs the README's blocks, the full run each page's.
-    "test_python_block_runs_as_printed": ("page", "README.md"),
     # NOTE: 112 interleavings per scheduler: the fast loop runs them under "completions", where steps
     # finish in any order; the full run under "auto" (lockstep for a scripted team) too.
     "test_the_outcome_of_a_call_does_not_depend_on_what_the_callee_did_meanwhile": ("scheduling", "completions"),

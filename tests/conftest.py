@@ -548,7 +548,7 @@ SLOW_TESTS = frozenset(
     }
 )
 FAST_CASES = {
-    # NOTE: 112 interleavings per scheduler: the fast loop runs them under "completions", where steps
+    # NOTE: 56 interleavings per scheduler: the fast loop runs them under "completions", where steps
     # finish in any order; the full run under "auto" (lockstep for a scripted team) too.
     "test_the_outcome_of_a_call_does_not_depend_on_what_the_callee_did_meanwhile": ("scheduling", "completions"),
 }
@@ -568,7 +568,8 @@ def _slow(item: pytest.Item) -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark slow the tests that need PostgreSQL (by fixture, parameter or name) and the new-process cases."""
+    """Mark slow the tests that need PostgreSQL (by fixture, parameter or name), the pages' Python blocks
+    and the race matrix's lockstep half."""
     for item in items:
         if _slow(item):
             item.add_marker(pytest.mark.slow)

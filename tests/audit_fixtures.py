@@ -8,6 +8,7 @@ from scripting import act, call, on_message
 
 from teamgraph import Policy, ScriptedChatModel, Team
 
+LEADER = "Team Leader"
 SECRETS = ("sk-live1234567890abcdef", "hunter2", "abc123token", "AKIAABCDEFGHIJKLMNOP")
 
 LEADER_TURN = on_message(
@@ -46,3 +47,40 @@ def log_files(home: Path, project: str = "login") -> list[Path]:
 def log_lines(home: Path, project: str = "login") -> list[str]:
     """Every line of the project's day files, oldest file first."""
     return [line for path in log_files(home, project) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def task_lines(n: int):
+    """A ``derive`` for ``append_events``: ``n`` task lines numbered on from the cursor's count."""
+    from teamgraph.audit.records import LogEvent
+
+    def derive(cursor):
+        start = cursor.get("n", 0) if isinstance(cursor, dict) else 0
+        events = [
+            LogEvent(
+                time="2030-01-02 09:00:00", sender="user", receiver="Team Leader", kind="task", content=f"task {i}"
+            )
+            for i in range(start, start + n)
+        ]
+        return events, {**cursor, "n": start + n}
+
+    return derive
+
+
+def spy_flushes(monkeypatch, *, fail: OSError | None = None) -> list[tuple[str, str]]:
+    """Spy on the log's fdatasync: (thread name, file) per flush; with ``fail``, the first flush raises it."""
+    import os
+    import threading
+
+    import teamgraph.audit.log as audit_log
+
+    flushed: list[tuple[str, str]] = []
+    real = os.fdatasync
+
+    def fdatasync(fd: int) -> None:
+        flushed.append((threading.current_thread().name, os.readlink(f"/proc/self/fd/{fd}")))
+        if fail is not None and len(flushed) == 1:
+            raise fail
+        real(fd)
+
+    monkeypatch.setattr(audit_log.os, "fdatasync", fdatasync)
+    return flushed

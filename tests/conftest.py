@@ -6,6 +6,7 @@ import itertools
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,6 +15,51 @@ _TESTS_DIR = str(Path(__file__).resolve().parent)
 if _TESTS_DIR not in sys.path:
     sys.path.insert(0, _TESTS_DIR)
 from openai_server import Script, ScriptedOpenAIServer  # noqa: E402
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _shared_tool_call_schemas() -> Iterator[None]:
+    """Tools that share a name, description and args schema share one ``tool_call_schema``.
+
+    NOTE: langchain derives a tool's ``tool_call_schema`` (a new pydantic model) once per tool
+    object, and every ``Team.compile()`` builds every role's tools anew: deriving them is half
+    of a compile, and the suite compiles hundreds of teams. The derived model depends only on
+    the key below, so the suite derives each once; a tool whose schema is not a class (a JSON
+    schema, an MCP tool's) is derived as langchain does.
+    """
+    from langchain_core.tools import BaseTool
+
+    derive = BaseTool.tool_call_schema.fget
+    derived: dict[tuple, Any] = {}
+
+    def shared(tool: BaseTool) -> Any:
+        if not isinstance(tool.args_schema, type):
+            return derive(tool)
+        key = (type(tool), tool.name, tool.description, tool.args_schema)
+        if key not in derived:
+            derived[key] = derive(tool)
+        return derived[key]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(BaseTool, "tool_call_schema", property(shared))
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _cli_settings_restored() -> Iterator[None]:
+    """The CLI's process-wide settings (``--db``, ``--debug``) as they were before the test.
+
+    NOTE: ``CliRunner.invoke`` runs the app in this process, and the root callback keeps its
+    options in ``teamgraph.cli.errors.settings`` until the next invocation: a ``--db`` one test
+    gave would otherwise be the database of the next test's ``list_threads`` in that worker.
+    """
+    module = sys.modules.get("teamgraph.cli.errors")
+    saved = dict(module.settings) if module is not None else None
+    yield
+    module = sys.modules.get("teamgraph.cli.errors")
+    if module is not None:
+        module.settings.clear()
+        module.settings.update(saved if saved is not None else {"debug": False})
 
 
 @pytest.fixture
@@ -239,9 +285,11 @@ def make_team(request, compiled_teams):
     """Factory: ``make_team(script, policy=..., roles_dir=..., home=..., thread=...)`` -> TeamRun.
 
     ``script`` is a ScriptedChatModel script (a dict) or any chat model. A test
-    that uses ``team_home``, a ``roles_dir``, a ``home`` or a model of its own gets
-    a team of its own (in ``team_home`` unless ``home`` is given); others run in
-    a fresh thread of a shared compiled team. Nothing runs until ``run.send(...)``.
+    that uses ``team_home``, a ``home`` or a model of its own gets a team of its
+    own (in ``team_home`` unless ``home`` is given); others run in a fresh thread
+    of a shared compiled team (one per policy and ``roles_dir``): a test that
+    changes its team's runtime must ask for a team of its own. Nothing runs until
+    ``run.send(...)``.
     """
     from teamgraph import Policy, ScriptedChatModel, Team
 
@@ -252,7 +300,7 @@ def make_team(request, compiled_teams):
         policy = policy or Policy()
         thread = thread or f"{request.node.name}-{next(threads)}"
         config = {"configurable": {"thread_id": thread}}
-        if own_home or roles_dir is not None or home is not None or not isinstance(script, dict):
+        if own_home or home is not None or not isinstance(script, dict):
             model = ScriptedChatModel(script) if isinstance(script, dict) else script
             team = Team(
                 model=model,
@@ -261,7 +309,7 @@ def make_team(request, compiled_teams):
                 roles_dir=roles_dir,
             )
             return TeamRun(team, team.compile(), config)
-        team, graph = compiled_teams(policy)
+        team, graph = compiled_teams(policy, roles_dir=roles_dir)
         return TeamRun(team, graph, config, model=team.runtime.model, script=script)
 
     return build
@@ -456,38 +504,72 @@ def clocked_team(fake_clock: FakeClock, sessions_roles_dir: Path, compiled_teams
     return build
 
 
+# --- a whole-suite run on every core ------------------------------------------------
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """A run of the whole suite (no paths named: ``python -m pytest [-m "not slow"]``) runs its
+    files on one pytest-xdist worker per core, each file on one worker (``--dist loadfile``: its
+    module fixtures, servers included, start once).
+
+    A run that names files or tests stays in this process (no workers to start), as does one
+    that asks for ``-n``, ``--pdb``, ``-s``, ``--collect-only`` or ``-p no:xdist``.
+    """
+    option = config.option
+    if (
+        not config.pluginmanager.hasplugin("xdist")
+        or hasattr(config, "workerinput")  # NOTE: a worker: its controller spreads the files
+        or config.args_source is not pytest.Config.ArgsSource.TESTPATHS
+        or option.numprocesses is not None
+        or option.usepdb
+        or option.capture == "no"
+        or option.collectonly
+    ):
+        return
+    option.numprocesses = "auto"
+    option.dist = "loadfile"
+
+
 # --- the `slow` marker -------------------------------------------------------------
 
-SLOW_FIXTURES = frozenset({"postgres_url", "postgres_server"})
-"""A test that needs a PostgreSQL server is slow wherever it lives."""
+SLOW_FIXTURES = frozenset({"postgres_url", "postgres_server", "restartable_postgres"})
+"""A test that needs a PostgreSQL server is slow wherever it lives (``pg_fixtures`` fails one that is not)."""
+POSTGRES_PARAM = "postgres"
+"""A parameter value naming PostgreSQL (``"postgres"``, ``"team-postgres"``): that case asks for the
+server inside the test (``request.getfixturevalue``), so only its parameter tells."""
 SLOW_TESTS = frozenset(
     {
-        # NOTE: new processes (a crash, an interpreter exit) in the *_review*.py files, named here
-        # rather than marked there while those files are being folded into their suites.
-        "test_a_write_that_ends_as_the_interpreter_exits_is_still_flushed",
-        "test_a_thread_resumed_in_a_killed_process_under_strict_msgpack_reads_as_langgraphs",
-        # NOTE: asks for PostgreSQL inside the test (request.getfixturevalue).
+        # NOTE: asks for PostgreSQL inside the test, with no parameter naming it.
         "test_a_postgres_thread_resumed_at_the_new_roster_cadence_reads_the_same_at_either_cadence",
+        # NOTE: a new Python process per block of each page; test_readme's quickstart test runs the
+        # README's quickstart block the same way in the fast loop, and checks what it prints too.
+        "test_python_block_runs_as_printed",
     }
 )
-
-
-SLOW_PARAMS = {"test_the_outcome_of_a_call_does_not_depend_on_what_the_callee_did_meanwhile": ("scheduling", "auto")}
-"""Parametrized matrices whose second half is slow: tests/test_races.py's interleavings run under the
-default scheduler in the fast loop, and under lockstep too in the full run."""
+FAST_CASES = {
+    # NOTE: 56 interleavings per scheduler: the fast loop runs them under "completions", where steps
+    # finish in any order; the full run under "auto" (lockstep for a scripted team) too.
+    "test_the_outcome_of_a_call_does_not_depend_on_what_the_callee_did_meanwhile": ("scheduling", "completions"),
+}
+"""Parametrized tests of which the fast loop runs one value of a parameter (the full run, all)."""
 
 
 def _slow(item: pytest.Item) -> bool:
     name = getattr(item, "originalname", item.name)
     if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())) or name in SLOW_TESTS:
         return True
-    param = SLOW_PARAMS.get(name)
     callspec = getattr(item, "callspec", None)
-    return param is not None and callspec is not None and callspec.params.get(param[0]) == param[1]
+    params = callspec.params if callspec is not None else {}
+    if name in FAST_CASES:
+        param, fast = FAST_CASES[name]
+        return params.get(param) != fast
+    return any(isinstance(v, str) and POSTGRES_PARAM in v.split("-") for v in params.values())
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark slow the tests that need PostgreSQL, the named new-process tests and half the race matrix."""
+    """Mark slow the tests that need PostgreSQL (by fixture, parameter or name), the pages' Python blocks
+    and the race matrix's lockstep half."""
     for item in items:
         if _slow(item):
             item.add_marker(pytest.mark.slow)

@@ -124,10 +124,22 @@ def postgres_server() -> Iterator[str]:
             shutil.rmtree(folder, ignore_errors=True)
 
 
+def _require_slow(request: pytest.FixtureRequest) -> None:
+    """Fail a test that needs PostgreSQL but is not marked slow: the fast loop never starts a server."""
+    if request.node.get_closest_marker("slow") is None:
+        pytest.fail(
+            f"{request.node.nodeid} needs PostgreSQL but is not marked slow: ask for a fixture, a parameter "
+            "value or a name that tests/conftest.py marks slow (SLOW_FIXTURES, POSTGRES_PARAM, SLOW_TESTS)",
+            pytrace=False,
+        )
+
+
 @pytest.fixture
-def postgres_url(postgres_server: str) -> Iterator[str]:
+def postgres_url(request: pytest.FixtureRequest, postgres_server: str) -> Iterator[str]:
     """A new, empty database on the test server, dropped after the test."""
     import psycopg
+
+    _require_slow(request)
 
     name = f"teamgraph_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(postgres_server, autocommit=True) as conn:
@@ -139,11 +151,12 @@ def postgres_url(postgres_server: str) -> Iterator[str]:
 
 
 @pytest.fixture
-def restartable_postgres() -> Iterator[tuple[str, Callable[[], None]]]:
+def restartable_postgres(request: pytest.FixtureRequest) -> Iterator[tuple[str, Callable[[], None]]]:
     """A throwaway cluster of this test's own and the function that restarts it (kills its connections).
 
     NOTE: never ``$TEAMGRAPH_TEST_PG``: a test must not restart a server others use.
     """
+    _require_slow(request)
     pytest.importorskip("psycopg", reason="PostgreSQL tests need the postgres extra (psycopg)")
     folder = Path(tempfile.mkdtemp(prefix="teamgraph-pg-restart-"))
     try:

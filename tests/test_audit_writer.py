@@ -1,4 +1,5 @@
-"""The log's writer threads and index: a fork, a failed write or flush, a relative folder, a day file's tail."""
+"""The log's writer threads and index: forks, a relative folder, an index retired under a writer,
+the passes' lines flushed on the flusher thread, two runs on one day file, the interpreter's exit."""
 
 from __future__ import annotations
 
@@ -10,13 +11,14 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+from audit_fixtures import spy_flushes, task_lines
 from scripting import act, call, quiet
 
 import teamgraph.audit.log as audit_log
 import teamgraph.audit.writer as audit_writer
 from teamgraph import ScriptedChatModel, Team
 from teamgraph.audit.log import append_events
-from teamgraph.audit.records import LogEvent, parse_line
+from teamgraph.audit.records import parse_line
 from teamgraph.audit.thread_log import read_log
 
 LEADER, MEMBER = "Team Leader", "Researcher_1"
@@ -59,47 +61,6 @@ def test_a_forked_child_runs_its_parents_team_after_the_parent_ran_it(tmp_path: 
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
 
 
-def test_a_failed_log_write_leaves_the_finished_step_to_the_retried_pass(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The pass waits for its log before it takes any step: a write that fails loses no result."""
-    calls: list[int] = []
-
-    def member_turn(messages):
-        calls.append(1)
-        return "Survey done."
-
-    script = {
-        LEADER: [act(call("create_sub_agent", role_id="researcher", task="Survey.")), *quiet()],
-        MEMBER: [member_turn, member_turn],
-    }
-    graph = Team(model=ScriptedChatModel(script), home=tmp_path).compile()
-    original, failed = audit_writer.write_committed, []
-
-    def flaky(runtime, state, config=None, **kwargs):
-        if MEMBER in state.get("team", {}).get("in_flight", {}) and not failed:
-            failed.append(1)
-            raise OSError("disk full")
-        return original(runtime, state, config, **kwargs)
-
-    monkeypatch.setattr(audit_writer, "write_committed", flaky)
-    with pytest.raises(OSError):
-        graph.invoke({"messages": [("user", "Go")]}, CONFIG)
-    graph.invoke(None, CONFIG)  # NOTE: the disk has room again: the run goes on
-    assert failed and len(calls) == 1
-
-
-def _lines(n: int):
-    def derive(cursor):
-        events = [
-            LogEvent(time="2030-01-02 09:00:00", sender="user", receiver=LEADER, kind="task", content=f"task {i}")
-            for i in range(n)
-        ]
-        return events, cursor
-
-    return derive
-
-
 def test_a_relative_logs_folder_keeps_its_own_index_after_a_chdir(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -107,27 +68,13 @@ def test_a_relative_logs_folder_keeps_its_own_index_after_a_chdir(
     x.mkdir(), y.mkdir()
     logs = Path("home/project/p/logs")  # NOTE: relative, as under the default home ".teamgraph"
     monkeypatch.chdir(x)
-    append_events(logs, "p", "t", NOW, _lines(3))
+    append_events(logs, "p", "t", NOW, task_lines(3))
     monkeypatch.chdir(y)
-    append_events(logs, "p", "t", NOW, _lines(1))
+    append_events(logs, "p", "t", NOW, task_lines(1))
     monkeypatch.chdir(x)
-    append_events(logs, "p", "t", NOW, _lines(1))
+    append_events(logs, "p", "t", NOW, task_lines(1))
     assert [len(f.read_text().splitlines()) for f in (x / logs).glob("*.log")] == [4]
     assert [len(f.read_text().splitlines()) for f in (y / logs).glob("*.log")] == [1]
-
-
-def test_a_new_process_cuts_an_older_day_files_uncommitted_tail(tmp_path: Path) -> None:
-    """A writer that crashed before its commit left lines in yesterday's file: the next
-    process to open the index cuts them off, not only in the file it appends to."""
-    logs = tmp_path / "logs"
-    yesterday = datetime(2030, 1, 1, 23, 59, 0)
-    append_events(logs, "p", "t", yesterday, _lines(2))
-    (old,) = logs.glob("*.log")
-    with open(old, "a", encoding="utf-8") as handle:
-        handle.write("an uncommitted line\n")
-    audit_log._forget_open_indexes()  # NOTE: as in a new process
-    append_events(logs, "p", "t", NOW, _lines(1))
-    assert len(old.read_text().splitlines()) == 2
 
 
 def test_an_index_retired_between_its_lookup_and_its_lock_is_opened_again(
@@ -148,7 +95,7 @@ def test_an_index_retired_between_its_lookup_and_its_lock_is_opened_again(
         return index
 
     monkeypatch.setattr(audit_log, "_open_index", interleaved)
-    assert append_events(f1, "p", "t", NOW, _lines(1))
+    assert append_events(f1, "p", "t", NOW, task_lines(1))
     assert once
 
 
@@ -182,21 +129,6 @@ def test_a_run_opens_its_log_index_as_it_starts_and_writes_lines_only_from_its_p
     assert (opened / audit_log.INDEX_FILE).exists() and not [p for p in opened.iterdir() if p.suffix == ".log"]
 
 
-def _flushes(monkeypatch: pytest.MonkeyPatch, *, fail: OSError | None = None) -> list[tuple[str, str]]:
-    """Spy on fdatasync: (thread name, file) per flush; with ``fail``, the first flush raises it."""
-    flushed: list[tuple[str, str]] = []
-    real = os.fdatasync
-
-    def fdatasync(fd: int) -> None:
-        flushed.append((threading.current_thread().name, os.readlink(f"/proc/self/fd/{fd}")))
-        if fail is not None and len(flushed) == 1:
-            raise fail
-        real(fd)
-
-    monkeypatch.setattr(audit_log.os, "fdatasync", fdatasync)
-    return flushed
-
-
 def test_a_router_pass_has_its_lines_before_they_are_flushed_and_they_are_flushed_on_the_flusher_thread(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -208,7 +140,7 @@ def test_a_router_pass_has_its_lines_before_they_are_flushed_and_they_are_flushe
         return write(*args, **kwargs)
 
     monkeypatch.setattr(audit_writer, "write_committed", writing)
-    flushed = _flushes(monkeypatch)
+    flushed = spy_flushes(monkeypatch)
     team = Team(
         model=ScriptedChatModel({LEADER: [act(call("create_sub_agent", role_id="researcher")), "Done."]}), home=tmp_path
     )
@@ -222,43 +154,6 @@ def test_a_router_pass_has_its_lines_before_they_are_flushed_and_they_are_flushe
     (day,) = folder.glob("*.log")
     assert flushed and {name.split("_")[0] for name, _ in flushed} == {"teamgraph-flush"}
     assert {path for _, path in flushed} == {str(day)}
-
-
-def test_a_failed_flush_stops_the_folders_next_write_and_changes_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    logs = tmp_path / "logs"
-    _flushes(monkeypatch, fail=OSError(5, "Input/output error"))
-    append_events(logs, "p", "t", NOW, _lines(2), sync=False)
-    audit_log.sync_appended(logs)  # NOTE: on the writer thread it has no caller to tell
-    (day,) = logs.glob("*.log")
-    with pytest.raises(OSError, match="Input/output"):
-        append_events(logs, "p", "t", NOW, _lines(1))
-    assert len(day.read_text().splitlines()) == 2
-    append_events(logs, "p", "t", NOW, _lines(1))  # NOTE: the disk flushes again: so do the writes
-    assert len(day.read_text().splitlines()) == 3
-
-
-def test_a_day_file_that_lost_its_tail_in_a_power_cut_says_so_once_and_goes_on(tmp_path: Path) -> None:
-    """A power cut between a commit and its flush: the index records more than the disk kept."""
-    logs = tmp_path / "logs"
-    append_events(logs, "p", "t", NOW, _lines(3), sync=False)
-    (day,) = logs.glob("*.log")
-    kept = day.read_text().splitlines()[:1]
-    day.write_text(kept[0] + "\n")  # NOTE: what the disk kept of the unflushed lines
-    audit_log._forget_open_indexes()  # NOTE: as in a new process after the cut
-    append_events(logs, "p", "t", NOW, _lines(1))
-    append_events(logs, "p", "t", NOW, _lines(1))
-    events = [parse_line(line) for line in day.read_text().splitlines()]
-    assert [(e.level, e.code) for e in events] == [
-        ("INFO", ""),
-        ("CRITICAL", "LOG_LOST"),
-        ("INFO", ""),
-        ("INFO", ""),
-    ]
-    audit_log._forget_open_indexes()
-    append_events(logs, "p", "t", NOW, _lines(1))  # NOTE: the index and the file agree again
-    assert [parse_line(line).code for line in day.read_text().splitlines()].count("LOG_LOST") == 1
 
 
 def test_two_threads_of_one_project_log_at_the_same_moment_each_line_once_and_all_flushed(
@@ -280,7 +175,7 @@ def test_two_threads_of_one_project_log_at_the_same_moment_each_line_once_and_al
         return Counter((e.sender, e.receiver, e.kind, e.content) for e in events)
 
     run(tmp_path / "one", "alone")
-    flushed = _flushes(monkeypatch)
+    flushed = spy_flushes(monkeypatch)
     home = tmp_path / "two"
     workers = [threading.Thread(target=run, args=(home, thread)) for thread in ("a", "b")]
     for worker in workers:
@@ -293,3 +188,69 @@ def test_two_threads_of_one_project_log_at_the_same_moment_each_line_once_and_al
     folder = (home / "logs" / "shared").absolute()
     (day,) = folder.glob("*.log")
     assert str(day) in {path for _, path in flushed} and not audit_log._UNSYNCED.get(folder)
+
+
+def test_a_child_forked_while_a_thread_holds_the_unsynced_guard_can_still_log(tmp_path: Path) -> None:
+    """A fork while the flusher (or a writer) is inside _UNSYNCED_GUARD: the child's copy stays locked."""
+    logs = tmp_path / "logs"
+    append_events(logs, "p", "t", NOW, task_lines(1))
+    inside, leave = threading.Event(), threading.Event()
+
+    def flusher_like() -> None:
+        with audit_log._UNSYNCED_GUARD:  # NOTE: what sync_appended/_append hold for a moment
+            inside.set()
+            leave.wait()
+
+    holder = threading.Thread(target=flusher_like)
+    holder.start()
+    inside.wait()
+    pid = os.fork()
+    if pid == 0:
+        signal.alarm(5)  # NOTE: a hang dies of SIGALRM
+        try:
+            append_events(tmp_path / "child", "p", "c", NOW, task_lines(1))
+            os._exit(0)
+        except BaseException:
+            os._exit(3)
+    leave.set()
+    holder.join()
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+
+
+@pytest.mark.slow
+def test_a_write_that_ends_as_the_interpreter_exits_is_still_flushed(tmp_path: Path) -> None:
+    """A pass's write still on the writer thread when the main thread ends (Ctrl-C, an error mid-pass)."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(
+        f"""
+        import os, threading
+        from datetime import datetime
+        from pathlib import Path
+        import teamgraph.audit.log as audit_log
+        import teamgraph.audit.writer as audit_writer
+        from teamgraph.audit.records import LogEvent
+        real = os.fdatasync
+        def spy(fd):
+            real(fd)
+            os.write(1, b"flushed\\n")
+        audit_log.os.fdatasync = spy
+        logs = Path({str(tmp_path / "logs")!r})
+        def derive(cursor):
+            return [LogEvent(time="2030-01-02 09:00:00", sender="a", receiver="b", kind="task", content="x")], cursor
+        gate = threading.Event()
+        def write():
+            gate.wait()
+            return audit_log.append_events(logs, "p", "t", datetime(2030, 1, 2), derive, sync=False)
+        written = audit_writer._submit(logs, write)
+        written.add_done_callback(lambda _: audit_writer.flush_soon(logs))  # NOTE: as write_committed_soon does
+        threading.Timer(0.3, gate.set).start()
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "exception calling callback" not in done.stderr, done.stderr
+    assert done.stdout.count("flushed") == 1

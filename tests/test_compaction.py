@@ -223,6 +223,25 @@ def test_the_leader_sees_its_budget_and_gets_one_notice_past_a_reference(tmp_pat
     assert len(calls.of(LEADER)) > 3  # later calls did not repeat the notice
 
 
+def test_the_budget_is_in_the_leaders_sight_only_once_an_approved_plan_has_a_complexity():
+    from langchain_core.messages import SystemMessage
+
+    from teamgraph.roles.budget import with_budget
+
+    used = AIMessage("ok", usage_metadata={"input_tokens": 7, "output_tokens": 5, "total_tokens": 12})
+    messages = [SystemMessage("You lead."), HumanMessage("go"), used]
+    agents = {"Team Leader": {}, "R_1": {"tool_calls": 99, "tokens": 30}}
+    for plan in (None, {"id": "p1", "status": "proposed", "complexity": "simple"}, {"id": "p1", "status": "approved"}):
+        out, notice = with_budget(messages, team={"plan": plan} if plan else {}, agents=agents)
+        assert out == messages and notice == []
+    team = {"plan": {"id": "p1", "status": "approved", "complexity": "simple"}}
+    out, notice = with_budget(messages, team=team, agents=agents)
+    assert out[0].text.startswith("You lead.\n\n# Budget (plan p1: simple") and ": 42" in out[0].text
+    assert len(notice) == 1 and out[-1] is notice[0]
+    again, none = with_budget([*messages, *notice], team=team, agents=agents)
+    assert none == [] and again[-1] is notice[0]
+
+
 # --- tool results too large ---------------------------------------------------------------
 
 

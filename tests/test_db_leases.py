@@ -309,10 +309,12 @@ def test_a_servers_new_attempt_of_a_run_takes_the_lease_over_from_an_attempt_lef
 def test_many_threads_run_at_once_in_one_process_while_their_leases_beat(tmp_path, db, monkeypatch):
     # NOTE: runs starting (the registry, then the database), fenced writes (the database, then the
     # registry) and heartbeats all at once on one connection: a lock order that deadlocks hangs here.
-    monkeypatch.setenv(LEASE_ENV, "0.3")
+    # Each model call outlasts a heartbeat's interval (a third of the lease), so every run beats;
+    # the lease is long enough that a busy machine's scheduling delay does not expire it.
+    monkeypatch.setenv(LEASE_ENV, "1.2")
 
     def reply(messages):
-        time.sleep(0.05)
+        time.sleep(0.5)
         return "Done."
 
     team = Team(model=ScriptedChatModel({LEADER: [reply]}), home=tmp_path / "home", checkpointer=db)

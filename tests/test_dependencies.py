@@ -99,10 +99,16 @@ STDLIB = frozenset(sys.stdlib_module_names)
 
 
 @cache
+def _providers() -> dict[str, list[str]]:
+    """Top-level package -> the distributions providing it, read once: each read scans every installed one."""
+    return dict(importlib.metadata.packages_distributions())
+
+
+@cache
 def _files_of(top: str) -> dict[Path, str]:
     """Installed file -> distribution name, for the distributions that provide package ``top``."""
     owners: dict[Path, str] = {}
-    for name in importlib.metadata.packages_distributions().get(top, []):
+    for name in _providers().get(top, []):
         dist = importlib.metadata.distribution(name)
         for file in dist.files or []:
             owners[Path(str(dist.locate_file(file))).resolve()] = canonicalize_name(name)
@@ -120,7 +126,7 @@ def distribution_of(module: str) -> str:
         if path.resolve() in owners:
             return owners[path.resolve()]
     # NOTE: a namespace package's folder has no file of its own: ask for the distribution(s) of its top name.
-    names = {canonicalize_name(n) for n in importlib.metadata.packages_distributions().get(module.split(".")[0], [])}
+    names = {canonicalize_name(n) for n in _providers().get(module.split(".")[0], [])}
     assert len(names) == 1, f"cannot tell which distribution provides {module}: {sorted(names)}"
     return names.pop()
 

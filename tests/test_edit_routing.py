@@ -1,6 +1,7 @@
-"""Review 9: every way of editing a thread as the router routes it where a pass would (the router routes by Command).
+"""Every way of editing a thread as the router routes it where a pass would (the router routes by Command).
 
-Each test passes on 03cbb69 (the conditional edge re-ran on every edit made as the router)."""
+An edit made as the router (in bulk, beside another update, as a copy, not a mapping, a Command)
+must keep a gate that was pending before it, and an edit of a fresh thread must route."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ def test_a_router_edit_in_a_later_superstep_keeps_the_gate(tmp_path: Path) -> No
     graph.bulk_update_state(
         config, [[StateUpdate({"messages": []}, "human")], [StateUpdate({"messages": []}, "router")]]
     )
-    assert graph.get_state(config).next == ("human",)  # NOTE: 850cd72 (edits rewritten in bulk_update_state) gave ()
+    assert graph.get_state(config).next == ("human",)
 
 
 def test_a_router_edit_beside_another_update_keeps_the_gate(tmp_path: Path) -> None:
@@ -41,13 +42,13 @@ def test_a_router_edit_beside_another_update_keeps_the_gate(tmp_path: Path) -> N
     assert set(graph.get_state(config).next) == {
         "router",
         "human",
-    }  # NOTE: 850cd72 (edits rewritten in bulk_update_state) gave ("router",)
+    }
 
 
 def test_a_fork_with_copy_made_as_the_router_keeps_the_gate(tmp_path: Path) -> None:
     graph, config = paused(tmp_path, "copy")
     fork = graph.update_state(config, [({"messages": []}, "router")], as_node="__copy__")
-    assert graph.get_state(fork).next == ("human",)  # NOTE: 850cd72 (edits rewritten in bulk_update_state) gave ()
+    assert graph.get_state(fork).next == ("human",)
 
 
 @pytest.mark.parametrize(
@@ -58,11 +59,11 @@ def test_a_fork_with_copy_made_as_the_router_keeps_the_gate(tmp_path: Path) -> N
 def test_an_edit_that_is_not_a_mapping_keeps_the_gate(tmp_path: Path, values) -> None:
     graph, config = paused(tmp_path, "values")
     graph.update_state(config, values)  # NOTE: as the router (the last writer), inferred
-    assert graph.get_state(config).next == ("human",)  # NOTE: 850cd72 (edits rewritten in bulk_update_state) gave ()
+    assert graph.get_state(config).next == ("human",)
 
 
 def test_a_command_edit_that_says_end_keeps_the_gate(tmp_path: Path) -> None:
-    """Review 10: END writes no trigger; the router's edges still fire after it (as at 03cbb69)."""
+    """END writes no trigger; the router's edges must still fire after it."""
     graph, config = paused(tmp_path, "end")
     graph.update_state(config, Command(update={"messages": []}, goto=END), as_node="router")
     state = graph.get_state(config)
@@ -76,7 +77,7 @@ def test_an_edit_as_the_router_on_a_fresh_thread_routes(tmp_path: Path) -> None:
     graph = team.compile()
     config = {"configurable": {"thread_id": "fresh"}}
     graph.update_state(config, {"messages": [], "team": {"in_flight": ["x"]}}, as_node="router")
-    assert graph.get_state(config).next == ("router",)  # NOTE: 850cd72 (edits rewritten in bulk_update_state) gave ()
+    assert graph.get_state(config).next == ("router",)
 
 
 async def _async_supersteps(home: Path) -> tuple[str, ...]:
@@ -103,13 +104,11 @@ async def _async_supersteps(home: Path) -> tuple[str, ...]:
 def test_async_a_router_edit_in_a_later_superstep_keeps_the_gate(tmp_path: Path) -> None:
     import asyncio
 
-    assert asyncio.run(_async_supersteps(tmp_path)) == (
-        "human",
-    )  # NOTE: 850cd72 (edits rewritten in bulk_update_state) gave ()
+    assert asyncio.run(_async_supersteps(tmp_path)) == ("human",)
 
 
 def test_a_fork_in_the_middle_of_a_run_goes_back_to_the_router(tmp_path: Path) -> None:
-    graph, config = paused(tmp_path, "mid")  # NOTE: passed on 850cd72 too
+    graph, config = paused(tmp_path, "mid")
     mid = next(s for s in graph.get_state_history(config) if s.next == ("router",) and s.metadata["step"] > 0)
     fork = graph.update_state(mid.config, {"messages": []})
     assert graph.get_state(fork).next == ("router",)

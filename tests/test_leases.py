@@ -122,8 +122,8 @@ def test_thread_ids_handed_out_at_the_same_moment_are_distinct(tmp_path):
 
 
 def test_a_long_task_is_stored_once_not_again_at_every_leader_step(tmp_path):
-    # NOTE: the user-facing conversation is a delta channel: ten leader steps over a 300 KB
-    # task used to add the task again to every checkpoint (12 MB); now a handful of copies.
+    # NOTE: the user-facing conversation is a delta channel: ten leader steps over a 300 KB task
+    # keep a handful of copies of it, where a plain channel adds it again to every checkpoint.
     steps = [act(call("list_agents"))] * 10
     team = Team(model=ScriptedChatModel({LEADER: [*steps, "Done."]}), home=tmp_path)
     graph, config = team.compile(), {"configurable": {"thread_id": "t"}}

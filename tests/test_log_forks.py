@@ -153,7 +153,7 @@ ASK_SCRIPT = {
 
 @pytest.mark.parametrize("durability", ["exit", "async", "sync"])
 def test_a_gate_resumed_in_a_run_that_does_not_save_each_step_logs_its_lines_once(tmp_path: Path, durability) -> None:
-    """The pass after the gate reads a checkpoint the saver may not have yet (review 18: logged twice)."""
+    """The pass after the gate reads a checkpoint the saver may not have yet: its lines are still logged once."""
     for attempt in range(3):
         home = tmp_path / f"home{attempt}"
         team = Team(model=ScriptedChatModel(ASK_SCRIPT), home=home, policy=Policy(ask="human"), clock=FakeClock())

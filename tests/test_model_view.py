@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from teamgraph.models.calls import COMPACTION_KEY
-from teamgraph.nodes.model_view import ContextBudget, approximate_counter, view_and_tokens, view_entries
+from teamgraph.nodes.model_view import (
+    ContextBudget,
+    approximate_counter,
+    model_view,
+    view_and_tokens,
+    view_entries,
+)
 
 BUDGET = ContextBudget(window=2000, threshold=0.8, counter=approximate_counter, overhead=17)
 SYSTEM = [SystemMessage("You are Researcher_1. " * 5)]
@@ -75,3 +82,40 @@ def test_a_history_that_went_another_way_from_the_same_first_message_gets_its_ow
     messages, tokens = view_and_tokens(SYSTEM, other, budget=BUDGET)
     assert [m.text for m in messages[1:]] == [m.text for m in other]
     assert tokens == BUDGET.count(messages)
+
+
+def _words(messages) -> int:
+    """A user's counter: one token per word."""
+    return sum(len(m.text.split()) + 3 for m in messages)
+
+
+def _tool_history() -> list:
+    """A history with a tool result far past the budget's share (truncated for the model) and a small one."""
+    call = {"name": "read_file", "args": {"path": "a.txt"}, "id": "c1", "type": "tool_call"}
+    small = {"name": "list_files", "args": {}, "id": "c2", "type": "tool_call"}
+    return [
+        HumanMessage("Please read a.txt.", id="h1"),
+        AIMessage("", tool_calls=[call], id="a1"),
+        ToolMessage("word " * 5000, tool_call_id="c1", id="t1"),
+        AIMessage("", tool_calls=[small], id="a2"),
+        ToolMessage("a.txt b.txt", tool_call_id="c2", id="t2"),
+        AIMessage("Read it.", id="a3"),
+        HumanMessage("Thanks, now summarise.", id="h2"),
+        AIMessage("Done.", id="a4"),
+    ]
+
+
+@pytest.mark.parametrize("counter", [approximate_counter, _words], ids=["default", "custom"])
+def test_the_views_counts_are_each_seen_messages_tokens_by_the_budgets_counter(counter):
+    """Compaction cuts by ``view_entries``' counts: they equal per-message counting of what the model
+    sees (a truncated tool result counted truncated), built at once or message by message."""
+    budget = ContextBudget(window=4000, threshold=0.8, counter=counter)
+    history = _tool_history()
+    for end in range(1, len(history) + 1):
+        _, entries, counts = view_entries(history[:end], budget)
+        assert counts == [budget.counter([m]) for _, m in entries]
+    seen = model_view(history, budget=budget)
+    assert [m.id for m in seen] == [m.id for m in history]
+    assert len(seen[2].text) < len(history[2].text) and seen[4] is history[4]
+    _, fresh_entries, fresh_counts = view_entries(list(history), ContextBudget(4000, 0.8, counter))
+    assert fresh_counts == counts and [m.text for _, m in fresh_entries] == [m.text for _, m in entries]

@@ -118,7 +118,11 @@ def test_provider_errors_are_retried(openai_team):
     assert len(server.requests) == 2 + 6  # two failed attempts, then the 6 scripted answers
 
 
-def test_a_member_whose_provider_keeps_failing_is_reported_not_fatal(openai_team):
+def test_a_member_whose_provider_keeps_failing_is_reported_not_fatal(openai_team, monkeypatch):
+    import teamgraph.nodes.role_graph as role_graph
+
+    # NOTE: every attempt is still made; only LangGraph's back-off between them (seconds) is not waited.
+    monkeypatch.setattr(role_graph, "MODEL_RETRY", role_graph.MODEL_RETRY._replace(initial_interval=0.0, jitter=False))
     scripts = {
         LEADER: [
             {

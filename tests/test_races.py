@@ -167,6 +167,20 @@ def _outcome(run, protocol: Protocol):
     return results, requests, pushed, run.status(OTHER)
 
 
+@pytest.fixture(scope="module")
+def idle_outcomes() -> dict:
+    """Each protocol's outcome when the callee is idle, played once per module (a test compares with it)."""
+    return {}
+
+
+def _idle(make_team, race_roles, idle_outcomes: dict, protocol: Protocol):
+    if protocol.name not in idle_outcomes:
+        idle_outcomes[protocol.name] = _outcome(
+            _play(make_team, race_roles, protocol, "idle", caller_first=True), protocol
+        )
+    return idle_outcomes[protocol.name]
+
+
 def _play(make_team, race_roles, protocol: Protocol, side: str, *, caller_first: bool, scheduling: str = "auto"):
     first = SIDES[side]
     script = {
@@ -185,10 +199,10 @@ def _play(make_team, race_roles, protocol: Protocol, side: str, *, caller_first:
 @pytest.mark.parametrize("side", [s for s in SIDES if s != "idle"])
 @pytest.mark.parametrize("protocol", PROTOCOLS, ids=[p.name for p in PROTOCOLS])
 def test_the_outcome_of_a_call_does_not_depend_on_what_the_callee_did_meanwhile(
-    make_team, race_roles, protocol, side, caller_first, scheduling
+    make_team, race_roles, idle_outcomes, protocol, side, caller_first, scheduling
 ):
     """Under "completions" the calls finish in the threads' order; the outcome must still be the idle one's."""
-    idle = _outcome(_play(make_team, race_roles, protocol, "idle", caller_first=True), protocol)
+    idle = _idle(make_team, race_roles, idle_outcomes, protocol)
     busy = _outcome(
         _play(make_team, race_roles, protocol, side, caller_first=caller_first, scheduling=scheduling), protocol
     )
@@ -199,12 +213,14 @@ def test_the_outcome_of_a_call_does_not_depend_on_what_the_callee_did_meanwhile(
 
 
 @pytest.mark.parametrize("protocol", [p for p in PROTOCOLS if p.name == "ask_sub_agent"], ids=lambda p: p.name)
-def test_a_wait_is_as_old_as_the_pass_that_issued_its_step_however_late_it_lands(make_team, race_roles, protocol):
+def test_a_wait_is_as_old_as_the_pass_that_issued_its_step_however_late_it_lands(
+    make_team, race_roles, idle_outcomes, protocol
+):
     """The leader's call and the member's question are made by steps one pass issued: neither
     knew of the other. The leader's step lands passes later (a slow model); the deadlock
     they make is still broken as when both land together (the member is told to answer
     first), not by which completion the router happened to take first."""
-    idle = _outcome(_play(make_team, race_roles, protocol, "idle", caller_first=True), protocol)
+    idle = _idle(make_team, race_roles, idle_outcomes, protocol)
     leader = _leader(protocol, caller_first=False, other_task=True)[0]
 
     def slow_leader(messages):
@@ -262,7 +278,7 @@ def _slow_group_call(messages):
 @pytest.mark.parametrize("scheduling", ["lockstep", "completions", "completions-threads"])
 @pytest.mark.parametrize("ending", list(ENDINGS))
 def test_call_agents_is_answered_once_when_a_receiver_ends_while_it_is_in_flight(
-    make_team, race_roles, ending, scheduling
+    make_team, race_roles, ending, scheduling, tmp_path
 ):
     """Under "completions" the caller's step is slow (virtual time, or 0.6 s on the threads): it
     lands after the leader's ending; under "lockstep" both land in one pass. Either way: one result."""
@@ -273,7 +289,9 @@ def test_call_agents_is_answered_once_when_a_receiver_ends_while_it_is_in_flight
         **{name: [_group_member] * 8 for name in GROUP},
     }
     policy = Policy(max_parallel=4, scheduling=scheduling.removesuffix("-threads"))  # type: ignore[arg-type]
-    run = make_team(script, roles_dir=race_roles, policy=policy)
+    # NOTE: virtual time is set on the team's runtime: that run needs a team of its own.
+    home = tmp_path / "home" if scheduling == "completions" else None
+    run = make_team(script, roles_dir=race_roles, policy=policy, home=home)
     if scheduling == "completions":
         run.team.runtime.calls = VirtualCallPool(latency=lambda agent, n: 9.0 if agent == CALLER else 1.0)
     run.send("Go")

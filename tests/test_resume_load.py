@@ -3,8 +3,10 @@ decodes only checkpoints that may hold a snapshot, and writes kept folded betwee
 
 from __future__ import annotations
 
+import copy
 import gc
 import sqlite3
+import threading
 from typing import Annotated
 
 import pytest
@@ -19,10 +21,10 @@ from typing_extensions import TypedDict
 from teamgraph import ScriptedChatModel, Team
 from teamgraph.checkpoints import collector, open_sqlite_saver
 from teamgraph.checkpoints.saver import TeamSqliteSaver, _WalkSerde
-from teamgraph.checkpoints.serde import TeamSerializer
+from teamgraph.checkpoints.serde import HISTORY_APPEND_TYPE, TeamSerializer
 from teamgraph.compat import DELTA_SNAPSHOT
+from tests.saver_fixtures import CHANNELS, plain, second_turn
 from tests.test_calls_in_flight import two_members as script
-from tests.test_saver_review import CHANNELS, plain
 
 needs_snapshots = pytest.mark.skipif(DELTA_SNAPSHOT is None, reason="this LangGraph has no DeltaChannel snapshots")
 
@@ -37,6 +39,50 @@ def test_compiling_a_team_freezes_what_lives_then_once_per_process(tmp_path, mon
     Team(model=ScriptedChatModel({}), home=tmp_path / "one").compile()
     Team(model=ScriptedChatModel({}), home=tmp_path / "two").compile()
     assert freezes == [1]
+
+
+def _collecting() -> bool:
+    """Automatic collection is on: the switch, and its young generation's threshold."""
+    return gc.isenabled() and gc.get_threshold()[0] > 0
+
+
+@pytest.fixture
+def collector_on():
+    was, thresholds = gc.isenabled(), gc.get_threshold()
+    gc.enable()
+    yield
+    gc.set_threshold(*thresholds)
+    (gc.enable if was else gc.disable)()
+
+
+def test_the_collector_is_on_after_a_run_a_get_state_a_resumed_run_and_a_failed_load(team_home, collector_on):
+
+    config = {"configurable": {"thread_id": "gc"}}
+    team = Team(model=ScriptedChatModel(script()), home=team_home)
+    team.compile().invoke({"messages": [HumanMessage("Please do the work.")]}, config)
+    assert _collecting()
+    reader = Team(model=ScriptedChatModel({}), home=team_home)
+    histories = reader.state(config)["histories"]
+    assert _collecting()
+    # NOTE: many threads read the same lazily decoded histories at once (each batch decoded once).
+    seen: list[list[str]] = []
+
+    def read() -> None:
+        seen.append([m.id for h in histories.values() for m in h])
+
+    workers = [threading.Thread(target=read) for _ in range(8)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert len(seen) == 8 and all(ids == seen[0] for ids in seen) and _collecting()
+    second_turn(team_home, config)
+    assert _collecting()
+    with sqlite3.connect(team.db_path) as conn:
+        assert conn.execute("UPDATE writes SET value = x'c1' WHERE type = ?", (HISTORY_APPEND_TYPE,)).rowcount
+    with pytest.raises(Exception):  # noqa: B017 - what matters here is the collector after it
+        Team(model=ScriptedChatModel({}), home=team_home).state(config)
+    assert _collecting()
 
 
 # --- the ancestor walk ------------------------------------------------------------
@@ -183,3 +229,30 @@ def test_readers_of_a_kept_load_get_objects_of_their_own(team_home):
         assert all(a is not b for a, b in zip(history, again["histories"][agent], strict=True))
     for channel in ("agents", "requests"):
         assert all(first[channel][key] is not again[channel][key] for key in first[channel])
+
+
+def test_a_reader_that_changes_what_it_got_changes_nothing_for_the_next_reader(team_home):
+    config = {"configurable": {"thread_id": "mutate"}}
+    Team(model=ScriptedChatModel(script()), home=team_home).compile().invoke(
+        {"messages": [HumanMessage("Please do the work.")]}, config
+    )
+    reader = Team(model=ScriptedChatModel({}), home=team_home).compile()
+    first = reader.get_state(config).values
+    expected = copy.deepcopy(plain(first))
+    for record in first["agents"].values():
+        record["status"] = "tampered"
+    first["requests"].clear()
+    first["messages"].append(HumanMessage("tampered"))
+    first["messages"][0].content = "tampered"
+    for agent in list(first["histories"]):
+        first["histories"][agent] = []
+    got = {"main": None, "other": None}
+
+    def read(key: str) -> None:
+        got[key] = plain(reader.get_state(config).values)
+
+    worker = threading.Thread(target=read, args=("other",))
+    worker.start()
+    read("main")
+    worker.join(10)
+    assert got["main"] == expected and got["other"] == expected

@@ -8,6 +8,7 @@ they assert what must hold for every interleaving, never a whole history.
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -23,12 +24,31 @@ SLOW, FAST = "Researcher_1", "UI Operator_1"
 COMPLETIONS = Policy(scheduling="completions")
 
 
-def slow(turn: Any, seconds: float, seen: list[list[BaseMessage]]):
-    """A turn that takes ``seconds`` and records the context it was given."""
+def slow(turn: Any, seen: list[list[BaseMessage]], until: threading.Event | None = None):
+    """A turn that records the context it was given and, with ``until``, lasts until that event.
+
+    NOTE: an event, not a duration: the turn lasts exactly as long as the order under test
+    needs, and a scheduler that made the other member wait for it times out (and fails).
+    """
 
     def play(messages):
         seen.append(list(messages))
-        time.sleep(seconds)
+        if until is not None:
+            until.wait(UNTIL_TIMEOUT_S)
+        return turn
+
+    return play
+
+
+UNTIL_TIMEOUT_S = 10
+"""How long a ``slow`` turn waits for its event at most: only a failing run waits that long."""
+
+
+def setting(event: threading.Event, turn: Any):
+    """A turn that sets ``event`` as it is played."""
+
+    def play(messages):
+        event.set()
         return turn
 
     return play
@@ -44,6 +64,7 @@ def messages_from(messages: list[BaseMessage], sender: str) -> list[str]:
 
 def test_a_message_to_a_busy_member_is_in_its_very_next_model_call(run_team):
     seen: list[list[BaseMessage]] = []
+    sent = threading.Event()
     run = run_team(
         {
             LEADER: [
@@ -54,11 +75,12 @@ def test_a_message_to_a_busy_member_is_in_its_very_next_model_call(run_team):
                 *quiet(),
             ],
             SLOW: [
-                slow(act(call("list_files")), 1.5, seen),
-                slow(act(call("list_files")), 0.0, seen),
-                slow("Survey done, with the date.", 0.0, seen),
+                slow(act(call("list_files")), seen, until=sent),
+                slow(act(call("list_files")), seen),
+                slow("Survey done, with the date.", seen),
             ],
-            FAST: [act(call("send_message", to=SLOW, content="Add the date.")), "Told them."],
+            # NOTE: the fast member's second turn follows its send_message's result: the message is sent.
+            FAST: [act(call("send_message", to=SLOW, content="Add the date.")), setting(sent, "Told them.")],
         },
         policy=COMPLETIONS,
     )
@@ -76,10 +98,13 @@ def test_a_message_to_a_busy_member_is_in_its_very_next_model_call(run_team):
 def test_a_fast_member_does_not_wait_for_a_slow_one(run_team):
     seen: list[list[BaseMessage]] = []
     finished: dict[str, float] = {}
+    fast_done = threading.Event()
 
     def done(name: str, text: str):
         def play(messages):
             finished[name] = time.monotonic()
+            if name == FAST:
+                fast_done.set()
             return text
 
         return play
@@ -93,7 +118,7 @@ def test_a_fast_member_does_not_wait_for_a_slow_one(run_team):
                 ),
                 *quiet(),
             ],
-            SLOW: [slow(act(call("list_files")), 1.5, seen), done(SLOW, "Slow done.")],
+            SLOW: [slow(act(call("list_files")), seen, until=fast_done), done(SLOW, "Slow done.")],
             FAST: [
                 act(call("list_files")),
                 act(call("list_files")),
@@ -147,7 +172,7 @@ def test_streamed_runs_finish_with_any_count_of_langgraph_workers(make_team, tmp
 
 
 def test_a_gate_beside_the_router_streams_its_interrupt_before_the_routers_wait_ends(tmp_path):
-    """Review 11: after an edit with two updates, a superstep runs the router and the gate.
+    """After an edit with two updates, a superstep runs the router and the gate.
     Streamed, both tasks and the chunk waiter need a worker each: the person's question must
     not queue behind the router, which waits for the member's step in flight."""
     from langgraph.types import StateUpdate

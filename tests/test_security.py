@@ -1,9 +1,9 @@
 """Commands (issue 31, point 1): an allow-listed command can neither run the agents' code nor write outside.
 
-Failure 1: with ``Policy(commands=("git status",))`` a member wrote ``.git/config`` with a
-``core.fsmonitor`` command and ran ``git status``; ``conftest.py`` + ``python -m pytest``
-ran likewise; ``git diff --no-index --output=/any/path a b`` wrote any file. Failure 13:
-``Policy(commands=("python '",))`` was accepted.
+Failure 1: with ``Policy(commands=("git status",))`` a member must not run its own code by
+writing ``.git/config`` with a ``core.fsmonitor`` command and running ``git status``, nor by
+``conftest.py`` + ``python -m pytest``; ``git diff --no-index --output=/any/path a b`` must not
+write any file. Failure 13: ``Policy(commands=("python '",))`` is refused.
 """
 
 from __future__ import annotations

@@ -78,6 +78,7 @@ def studio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
             os.killpg(process.pid, signal.SIGKILL)
 
 
+@pytest.mark.slow  # NOTE: a `langgraph dev` server of its own
 def test_the_readme_studio_path_runs_the_demo_team_to_its_report(studio: tuple[str, Path, Path]) -> None:
     url, log, user_home = studio
     client = get_sync_client(url=url)

@@ -84,6 +84,8 @@ class TeamRuntime:
     """The team's model calls in flight (they outlive the superstep that issues them)."""
     role_nodes: dict[str, str] = field(default_factory=dict, repr=False)
     """The graph's node of each role known when it was compiled, by role id (others step in ``member``)."""
+    journal_store: BaseStore | None = field(default=None, repr=False)
+    """Where the step journal lives when the graph is given no store (None: the memory store)."""
     journals: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict, repr=False)
     """Per run key, the step-journal items this process read or wrote in the run under way
     (``nodes/journal.py``): the store is read once per agent and run."""

@@ -185,6 +185,9 @@ class Team:
         saver = self._saver()
         if self.runtime.store is None and saver is not None:
             self.runtime.store = open_store(saver)  # NOTE: memory lives next to the checkpoints
+            # NOTE: SQLite locks a whole file per write: the step journal's writes behind each
+            # step made the next checkpoint wait (about 1 ms a model call), so it has its own.
+            self.runtime.journal_store = open_store(saver, beside="journal")
         self._graph = build_team_graph(self.runtime, checkpointer=saver)
         return self._graph
 

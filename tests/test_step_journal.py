@@ -131,13 +131,18 @@ def team_for(card: Card, home: Path, scheduling: str) -> Team:
     )
 
 
+def journal_of(team: Team) -> Any:
+    """Where a team's step journal is: its own SQLite file, or the team's store (PostgreSQL)."""
+    return team.runtime.journal_store or team.runtime.store
+
+
 def crash_then_resume(tmp_path: Path, scheduling: str, crash: str) -> tuple[Card, Team]:
     """Run the thread until the process stops at ``crash``, then resume it with a new Team."""
     card = Card(tmp_path, crash=crash)
     with pytest.raises(Crash):
         team_for(card, tmp_path / "home", scheduling).compile().invoke({"messages": [("user", "Charge 5.")]}, CONFIG)
     resumed = team_for(card, tmp_path / "home", scheduling)
-    journal = resumed.compile() and resumed.runtime.store
+    journal = resumed.compile() and journal_of(resumed)
     assert journal is not None
     flush()  # NOTE: answers and results are written behind the step (the resumed run waits for them too)
     item = journal.get(run_namespace(THREAD), MEMBER)
@@ -218,7 +223,7 @@ def test_the_journal_keeps_one_item_per_agent_and_goes_when_the_run_ends(tmp_pat
     team = team_for(card, tmp_path / "home", "lockstep")
     with pytest.raises(Crash):
         team.compile().invoke({"messages": [("user", "Charge 5.")]}, CONFIG)
-    store = team.runtime.store
+    store = journal_of(team)
     assert store is not None
     flush()
     kept = {item.key: item.value["seq"] for item in store.search(run_namespace(THREAD))}

@@ -34,12 +34,20 @@ def _sqlite_file(conn: sqlite3.Connection) -> str | None:
     return str(row[2]) if row and row[2] else None
 
 
-def open_store(checkpointer: Any) -> BaseStore:
-    """The store that goes with ``checkpointer`` (its tables created on first use)."""
+def open_store(checkpointer: Any, *, beside: str | None = None) -> BaseStore:
+    """The store that goes with ``checkpointer`` (its tables created on first use).
+
+    Args:
+        checkpointer: The team's checkpointer.
+        beside: For a SQLite checkpointer, a file of its own next to the checkpointer's,
+            named ``<checkpoints file>-<beside>.sqlite``; None: the checkpointer's file.
+    """
     conn = getattr(checkpointer, "conn", None)
     if isinstance(conn, sqlite3.Connection) and (path := _sqlite_file(conn)):
         from langgraph.store.sqlite import SqliteStore
 
+        if beside is not None:
+            path = str(Path(path).with_name(f"{Path(path).stem}-{beside}.sqlite"))
         store_conn = connect(path)
         store_conn.isolation_level = None  # NOTE: autocommit, as SqliteStore expects: no write lock held
         sqlite_store = SqliteStore(store_conn)

@@ -21,11 +21,13 @@ answers and results are written behind the step, in order, by one writer thread:
 lost with its process only makes a re-run do that call or tool again (with its key, and,
 for a tool, the note), which is the guarantee above; a step's checkpoint makes them moot.
 
-The journal lives in the team's LangGraph store (``BaseStore``): the one the checkpointer's
-database holds (``checkpoints/memory.py``: SQLite or PostgreSQL), or the one the API server
-gives the graph. One item per agent of a run, namespace ``("teamgraph", "journal", <run
-key>)``, key the agent's name, value ``{"seq": 7, "answers": {"0": <blob>}, "tools":
-{"0:1:call_x": {"runs": 1, "result": <blob>}}}``. An agent's next dispatch replaces its
+The journal lives in a LangGraph store (``BaseStore``): the one the API server gives the
+graph; else, beside a SQLite checkpointer, a file of its own (SQLite locks a whole file
+per write, and the checkpoints would wait for the journal's); else the team's store
+(``Team(store=...)``, or the one in a PostgreSQL checkpointer's database). One item per
+agent of a run, namespace ``("teamgraph", "journal", <run key>)``, key the agent's name,
+value ``{"seq": 7, "answers": {"0": <blob>}, "tools": {"0:1:call_x": {"runs": 1, "result":
+<blob>}}}``. An agent's next dispatch replaces its
 item (so the store holds at most one item per agent of a thread), and the router removes
 the run's items when the run ends (``forget_run``). A run nothing can resume (no thread
 id, no checkpointer) keeps no journal.
@@ -47,14 +49,14 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.store.base import BaseStore, PutOp
 
 from teamgraph.compat import CONFIG_KEY_CHECKPOINTER
 from teamgraph.runs import run_key
-from teamgraph.runtime import TeamRuntime
+from teamgraph.runtime import TeamRuntime, graph_store
 
 __all__ = [
     "JOURNAL_NAMESPACE",
@@ -111,14 +113,18 @@ def flush() -> None:
 def journal_store(runtime: TeamRuntime, config: RunnableConfig) -> BaseStore | None:
     """The store the journal of the run ``config`` belongs to keeps its items in (None: no journal).
 
-    The team's memory store (``TeamRuntime.memory``: the graph's own, the API server's or a
-    parent graph's, first). A run without a
-    thread id or a checkpointer keeps none: nothing could resume it to read it.
+    The graph's own store (the API server's, a parent graph's) first, else the journal's
+    own (a SQLite file beside the checkpoints, ``Team.compile``), else the team's memory
+    store (``Team(store=...)``, PostgreSQL). A run without a thread id or a checkpointer
+    keeps none: nothing could resume it to read it.
     """
     configurable = config.get("configurable") or {}
     if configurable.get("thread_id") is None or configurable.get(CONFIG_KEY_CHECKPOINTER) is None:
         return None
-    return runtime.memory()[0]
+    served = graph_store()
+    if served is not None:
+        return served
+    return runtime.journal_store if runtime.journal_store is not None else runtime.memory()[0]
 
 
 def run_namespace(run: str) -> tuple[str, ...]:
@@ -163,6 +169,7 @@ class StepJournal:
         seq: The dispatch.
         value: The item as this step knows it (an earlier dispatch's is replaced at the first write).
         known: The run's items as this process knows them (``TeamRuntime.journals``), kept in step.
+        premarked: Tool calls this step marked as started with its answer and has not run yet.
     """
 
     store: BaseStore
@@ -171,6 +178,8 @@ class StepJournal:
     seq: int
     value: dict[str, Any]
     known: dict[str, dict[str, Any]] = field(default_factory=dict)
+    premarked: set[str] = field(default_factory=set)
+    _answer_written: Future[Any] | None = None
 
     @classmethod
     def open(cls, runtime: TeamRuntime, config: RunnableConfig, agent: str, seq: int | None) -> StepJournal | None:
@@ -196,8 +205,20 @@ class StepJournal:
         return None if blob is None else list(_load(blob))
 
     def record_answer(self, index: int, answer: Sequence[BaseMessage]) -> None:
-        """Record the answer of the step's model call ``index`` (written behind the step)."""
-        self._write("answers", str(index), _dump(list(answer)), wait=False)
+        """Record the answer of the step's model call ``index`` (written behind the step).
+
+        NOTE: its tool calls are marked as started in the same write: the one write a tool
+        call then waits for is done by the time the step runs it. A re-run after a crash
+        before a tool ran says it may have run, which is what the mark means.
+        """
+        ai = next((m for m in reversed(answer) if isinstance(m, AIMessage)), None)
+        calls = [tool_key(index, at, call["id"] or "") for at, call in enumerate(ai.tool_calls if ai else ())]
+        tools = dict(self.value.get("tools", {}))
+        for key in calls:
+            tools[key] = {"runs": int(tools.get(key, {}).get("runs", 0)) + 1}
+        self.premarked.update(calls)
+        self.value = {**self.value, "seq": self.seq, "tools": tools}
+        self._answer_written = self._write("answers", str(index), _dump(list(answer)), wait=False)
 
     def outcome(self, key: str) -> ToolOutcome | None:
         """The recorded outcome of tool call ``key`` (None: it has none)."""
@@ -206,6 +227,11 @@ class StepJournal:
 
     def start(self, key: str) -> int:
         """Mark tool call ``key`` as started before it runs: its run's number (1: the first)."""
+        if key in self.premarked:
+            self.premarked.discard(key)
+            if self._answer_written is not None:
+                self._answer_written.result()  # NOTE: the mark is durable before the tool runs
+            return int(self.value["tools"][key]["runs"])
         runs = int(self.value.get("tools", {}).get(key, {}).get("runs", 0)) + 1
         self._write("tools", key, {"runs": runs}, wait=True)
         return runs
@@ -219,7 +245,7 @@ class StepJournal:
         result = {"messages": outcome.messages, "effects": outcome.effects, "deferred": outcome.deferred}
         self._write("tools", key, {"runs": runs, "result": _dump(result)}, wait=False)
 
-    def _write(self, part: str, key: str, entry: Any, *, wait: bool) -> None:
+    def _write(self, part: str, key: str, entry: Any, *, wait: bool) -> Future[Any]:
         entries = dict(self.value.get(part, {}))
         if entry is None:
             entries.pop(key, None)
@@ -234,6 +260,7 @@ class StepJournal:
             done.result()
         else:
             done.add_done_callback(_written)
+        return done
 
 
 class JournaledAnswer(list[BaseMessage]):

@@ -30,6 +30,7 @@ from teamgraph.checkpoints.memory import memory_namespace
 from teamgraph.models import ScriptedChatModel, resolve_model
 from teamgraph.policy import Policy
 from teamgraph.roles import Role, RoleFileError, format_role_text, load_roles, load_written_roles, write_role_file
+from teamgraph.roles.loader import ROLE_FILE_SUFFIX
 from teamgraph.roles.matrix import PermissionMatrix, check_role, load_matrix
 
 ModelSpec = BaseChatModel | str | Callable[[Role], BaseChatModel] | None
@@ -154,6 +155,24 @@ class TeamRuntime:
         for problem in self.role_problems.values():
             warnings.warn(f"skipped a role file the team wrote: {problem}", RuntimeWarning, stacklevel=2)
         self.roles = roles | written
+
+    def refresh_roles(self) -> bool:
+        """Load the roles written in the (shared) home since this runtime loaded its own; whether it did.
+
+        NOTE: a replica loads the roles when it builds the graph; a role another replica's
+        leader creates later is a new file in the shared home. A thread moved here after that
+        needs it (its members of that role would fail), so every server run looks for new role files.
+        """
+        folder = self.custom_roles_dir
+        if not folder.is_dir():
+            return False
+        on_disk = {p.name for p in folder.glob(f"*{ROLE_FILE_SUFFIX}") if not p.name.startswith(".") and p.is_file()}
+        known = {Path(role.source).name for role in self.roles.values() if self.wrote(role)}
+        if not on_disk - known - {Path(problem).name for problem in self.role_problems}:
+            return False
+        with self._lock:  # NOTE: a role this process adds meanwhile must not be dropped by the reload
+            self.reload_roles()
+        return True
 
     def add_role(self, role: Role) -> Path:
         """Write a new role file under the home folder and make the role usable at once.

@@ -44,7 +44,6 @@ import os
 import weakref
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
@@ -55,7 +54,6 @@ from typing_extensions import TypedDict
 from teamgraph.checkpoints.server_home import acheck_store_home, check_server_home, server_home_key
 from teamgraph.models import ModelNotConfiguredError, UnconfiguredChatModel, resolve_model
 from teamgraph.policy import Policy
-from teamgraph.roles.loader import ROLE_FILE_SUFFIX
 from teamgraph.runtime import TeamRuntime
 from teamgraph.team import Team
 
@@ -194,27 +192,8 @@ async def make_graph(config: RunnableConfig, runtime: ServerRuntime) -> Compiled
     graph = await asyncio.to_thread(_compiled, *settings)
     if execution is not None:  # NOTE: a run; when the build could not reach the database, its store
         await acheck_store_home(getattr(runtime, "store", None), settings[2], key=_home_key(settings[2]))
-        await asyncio.to_thread(refresh_roles, _RUNTIMES[settings])
+        await asyncio.to_thread(_RUNTIMES[settings].refresh_roles)
     return graph
-
-
-def refresh_roles(runtime: TeamRuntime) -> bool:
-    """Load the roles written in the (shared) home since ``runtime`` loaded its own; whether it did.
-
-    NOTE: a replica loads the roles when it builds the graph; a role another replica's
-    leader creates later is a new file in the shared home. A thread moved here after that
-    needs it (its members of that role would fail), so every run looks for new role files.
-    """
-    folder = runtime.custom_roles_dir
-    if not folder.is_dir():
-        return False
-    on_disk = {p.name for p in folder.glob(f"*{ROLE_FILE_SUFFIX}") if not p.name.startswith(".") and p.is_file()}
-    known = {Path(role.source).name for role in runtime.roles.values() if runtime.wrote(role)}
-    if not on_disk - known - {Path(problem).name for problem in runtime.role_problems}:
-        return False
-    with runtime._lock:  # NOTE: a role this replica adds meanwhile must not be dropped by the reload
-        runtime.reload_roles()
-    return True
 
 
 def server_threads(environ: Mapping[str, str] | None = None) -> int:

@@ -2,7 +2,7 @@
 
 Two teams on one home stand for two replicas: the second was built before the role
 existed (a replica loads the roles when it builds the graph), as the API server's
-replicas are; ``teamgraph.studio.refresh_roles`` runs before each run there.
+replicas are; ``TeamRuntime.refresh_roles`` runs before each run there.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ import pytest
 from test_team_persistence import ANALYST_SCRIPT
 
 from teamgraph import ScriptedChatModel, Team
-from teamgraph.studio import refresh_roles
 
 CONFIG = {"configurable": {"thread_id": "moved"}}
 
@@ -20,14 +19,14 @@ def test_a_thread_moved_to_a_replica_built_before_its_custom_role_finds_the_role
     home = tmp_path / "shared-home"
     replica_b = Team(model=ScriptedChatModel(ANALYST_SCRIPT), home=home)
     graph_b = replica_b.compile()
-    assert refresh_roles(replica_b.runtime) is False
+    assert replica_b.runtime.refresh_roles() is False
 
     replica_a = Team(model=ScriptedChatModel(ANALYST_SCRIPT), home=home)
     replica_a.compile().invoke({"messages": [("user", "Analyse Q1")]}, CONFIG)
     assert "data-analyst" in replica_a.roles and "data-analyst" not in replica_b.roles
 
-    assert refresh_roles(replica_b.runtime) is True
-    assert refresh_roles(replica_b.runtime) is False  # NOTE: nothing new since
+    assert replica_b.runtime.refresh_roles() is True
+    assert replica_b.runtime.refresh_roles() is False  # NOTE: nothing new since
     graph_b.invoke({"messages": [("user", "Analyse Q2")]}, CONFIG)
     agents = replica_b.agents(CONFIG)
     assert {name: (a["role"], a["status"]) for name, a in agents.items() if name != "Team Leader"} == {
@@ -44,5 +43,5 @@ def test_a_broken_role_file_is_not_reloaded_at_every_run(tmp_path):
     (home / "roles").mkdir(exist_ok=True)
     (home / "roles" / "broken.md").write_text("no front matter", encoding="utf-8")
     with pytest.warns(RuntimeWarning, match="broken.md"):
-        assert refresh_roles(team.runtime) is True
-    assert list(team.runtime.role_problems) and refresh_roles(team.runtime) is False
+        assert team.runtime.refresh_roles() is True
+    assert list(team.runtime.role_problems) and team.runtime.refresh_roles() is False

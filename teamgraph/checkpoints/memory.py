@@ -14,13 +14,14 @@ from __future__ import annotations
 import functools
 import hashlib
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
 from langgraph.store.base import BaseStore
 from langgraph.store.memory import InMemoryStore
 
-from teamgraph.checkpoints.saver import connect
+from teamgraph.checkpoints.saver import BUSY_TIMEOUT_MS, WAL_RETRY_SECONDS, connect, wal_busy
 
 
 @functools.lru_cache(maxsize=64)  # NOTE: resolving the path costs a few system calls, on every step's journal
@@ -51,7 +52,7 @@ def open_store(checkpointer: Any, *, beside: str | None = None) -> BaseStore:
         store_conn = connect(path)
         store_conn.isolation_level = None  # NOTE: autocommit, as SqliteStore expects: no write lock held
         sqlite_store = SqliteStore(store_conn)
-        sqlite_store.setup()
+        _set_up(sqlite_store)
         return sqlite_store
     if type(checkpointer).__module__.startswith("langgraph.checkpoint.postgres") and conn is not None:
         from teamgraph.checkpoints.pg_store import SaverStore
@@ -60,3 +61,25 @@ def open_store(checkpointer: Any, *, beside: str | None = None) -> BaseStore:
         postgres_store.setup()
         return postgres_store
     return InMemoryStore()
+
+
+def _set_up(store: Any) -> None:
+    """``store.setup()``, after another connection's setup of the same fresh file is done.
+
+    NOTE: two teams opening a new home at once both apply the store's migrations; the
+    second fails on what the first made (a duplicate column, a table that exists, a
+    migration recorded). Its next try reads the migrations the first recorded, and
+    applies none of them again.
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            store.setup()
+            return
+        except (sqlite3.OperationalError, sqlite3.IntegrityError) as exc:
+            text = str(exc)
+            raced = any(sign in text for sign in ("duplicate column", "already exists", "store_migrations"))
+            raced = raced or (isinstance(exc, sqlite3.OperationalError) and wal_busy(exc))
+            if not raced or time.monotonic() > deadline:
+                raise
+        time.sleep(WAL_RETRY_SECONDS)

@@ -157,27 +157,3 @@ def test_notes_go_to_the_store_the_running_graph_was_given(tmp_path) -> None:
     builder.add_edge("probe", END)
     assert builder.compile(store=served).invoke({})["store"] is served
     assert builder.compile().invoke({})["store"] is runtime.memory()[0] is not served
-
-
-def test_teams_opening_a_new_home_at_once_set_its_stores_up_once(tmp_path) -> None:
-    """Two teams compiled at the same moment on a fresh home both get its memory and journal stores."""
-    import threading
-
-    failures: list[BaseException] = []
-    for attempt in range(8):
-        home = tmp_path / f"home-{attempt}"
-        start = threading.Barrier(2)
-
-        def compile_team(home=home, start=start) -> None:
-            try:
-                start.wait()
-                Team(model=ScriptedChatModel({}), home=home).compile()
-            except BaseException as exc:  # noqa: BLE001 - collected for the assertion
-                failures.append(exc)
-
-        workers = [threading.Thread(target=compile_team) for _ in range(2)]
-        for worker in workers:
-            worker.start()
-        for worker in workers:
-            worker.join(60)
-    assert failures == []

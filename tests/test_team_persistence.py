@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,8 @@ from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from pg_fixtures import postgres_server, postgres_url  # noqa: F401
 from scripting import act, call
+
+from teamgraph import ScriptedChatModel, Team
 
 LEADER = "Team Leader"
 
@@ -423,6 +426,24 @@ def test_every_model_call_carries_the_agent_and_role_metadata(make_team):
     assert (calls["UI Operator_1"], calls["UI Operator_2"], calls["Researcher_1"]) == (2, 1, 3)
 
 
+def _at_once(count: int, action: Callable[[], object], failures: list[BaseException]) -> None:
+    """Run ``action`` in ``count`` threads released together; what they raise goes to ``failures``."""
+    start = threading.Barrier(count)
+
+    def run() -> None:
+        start.wait()
+        try:
+            action()
+        except BaseException as exc:  # noqa: BLE001 - collected for the assertion
+            failures.append(exc)
+
+    workers = [threading.Thread(target=run) for _ in range(count)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=60)
+
+
 def test_teams_opening_one_fresh_home_at_the_same_moment_all_open_it(tmp_path):
     """Switching a file SQLite is creating to WAL is refused at once (no busy handler): it is retried."""
     from teamgraph.checkpoints.saver import connect
@@ -431,19 +452,15 @@ def test_teams_opening_one_fresh_home_at_the_same_moment_all_open_it(tmp_path):
     # NOTE: the refusal needs a close race (1 fresh file in ~20 before the fix): 20 files.
     for trial in range(20):
         path = tmp_path / f"{trial}.sqlite"
-        start = threading.Barrier(8)
-
-        def open_it(path: Path = path, start: threading.Barrier = start) -> None:
-            start.wait()
-            try:
-                connect(path).close()
-            except BaseException as exc:  # noqa: BLE001 - collected for the assertion
-                failures.append(exc)
-
-        workers = [threading.Thread(target=open_it) for _ in range(8)]
-        for worker in workers:
-            worker.start()
-        for worker in workers:
-            worker.join(timeout=60)
+        _at_once(8, lambda path=path: connect(path).close(), failures)
         assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    assert failures == []
+
+
+def test_teams_compiled_on_a_new_home_at_once_set_its_stores_up_once(tmp_path):
+    """Both get the home's memory and journal stores: the second setup waits for the first's migrations."""
+    failures: list[BaseException] = []
+    for attempt in range(8):
+        home = tmp_path / f"home-{attempt}"
+        _at_once(2, lambda home=home: Team(model=ScriptedChatModel({}), home=home).compile(), failures)
     assert failures == []

@@ -17,7 +17,7 @@ from teamgraph.audit.stats import TeamStats, team_stats
 from teamgraph.audit.timeline import Timeline, build_timeline
 from teamgraph.audit.tokens import check_prices, with_tokens
 from teamgraph.checkpoints import DB_FILE
-from teamgraph.checkpoints.memory import open_store
+from teamgraph.checkpoints.memory import open_journal_store, open_store
 from teamgraph.checkpoints.shared_home import check_team_home, open_checked, shared_home_required
 from teamgraph.graph.build import build_team_graph
 from teamgraph.models import ModelNotConfiguredError, ScriptedChatModel
@@ -185,9 +185,7 @@ class Team:
         saver = self._saver()
         if self.runtime.store is None and saver is not None:
             self.runtime.store = open_store(saver)  # NOTE: memory lives next to the checkpoints
-            # NOTE: SQLite locks a whole file per write: the step journal's writes behind each
-            # step made the next checkpoint wait (about 1 ms a model call), so it has its own.
-            self.runtime.journal_store = open_store(saver, beside="journal")
+            self.runtime.journal_store = open_journal_store(saver)
         self._graph = build_team_graph(self.runtime, checkpointer=saver)
         return self._graph
 

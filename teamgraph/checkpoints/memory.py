@@ -35,25 +35,11 @@ def _sqlite_file(conn: sqlite3.Connection) -> str | None:
     return str(row[2]) if row and row[2] else None
 
 
-def open_store(checkpointer: Any, *, beside: str | None = None) -> BaseStore:
-    """The store that goes with ``checkpointer`` (its tables created on first use).
-
-    Args:
-        checkpointer: The team's checkpointer.
-        beside: For a SQLite checkpointer, a file of its own next to the checkpointer's,
-            named ``<checkpoints file>-<beside>.sqlite``; None: the checkpointer's file.
-    """
+def open_store(checkpointer: Any) -> BaseStore:
+    """The store that goes with ``checkpointer`` (its tables created on first use)."""
     conn = getattr(checkpointer, "conn", None)
     if isinstance(conn, sqlite3.Connection) and (path := _sqlite_file(conn)):
-        from langgraph.store.sqlite import SqliteStore
-
-        if beside is not None:
-            path = str(Path(path).with_name(f"{Path(path).stem}-{beside}.sqlite"))
-        store_conn = connect(path)
-        store_conn.isolation_level = None  # NOTE: autocommit, as SqliteStore expects: no write lock held
-        sqlite_store = SqliteStore(store_conn)
-        _set_up(sqlite_store)
-        return sqlite_store
+        return _sqlite_store(path)
     if type(checkpointer).__module__.startswith("langgraph.checkpoint.postgres") and conn is not None:
         from teamgraph.checkpoints.pg_store import SaverStore
 
@@ -61,6 +47,29 @@ def open_store(checkpointer: Any, *, beside: str | None = None) -> BaseStore:
         postgres_store.setup()
         return postgres_store
     return InMemoryStore()
+
+
+def open_journal_store(checkpointer: Any) -> BaseStore | None:
+    """The step journal's own store beside a SQLite checkpointer's file (None: the journal uses the team's store).
+
+    NOTE: SQLite locks the whole file per write: the journal's writes behind each step
+    would make the next checkpoint wait (about 1 ms a model call), so on SQLite it has a
+    file of its own, ``<checkpoints file>-journal.sqlite``. PostgreSQL locks rows.
+    """
+    conn = getattr(checkpointer, "conn", None)
+    if isinstance(conn, sqlite3.Connection) and (path := _sqlite_file(conn)):
+        return _sqlite_store(str(Path(path).with_name(f"{Path(path).stem}-journal.sqlite")))
+    return None
+
+
+def _sqlite_store(path: str) -> BaseStore:
+    from langgraph.store.sqlite import SqliteStore
+
+    store_conn = connect(path)
+    store_conn.isolation_level = None  # NOTE: autocommit, as SqliteStore expects: no write lock held
+    sqlite_store = SqliteStore(store_conn)
+    _set_up(sqlite_store)
+    return sqlite_store
 
 
 def _set_up(store: Any) -> None:

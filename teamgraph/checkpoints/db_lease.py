@@ -255,18 +255,38 @@ class PostgresLeases(DbLeases):
             yield
 
 
-def setup_postgres(conn: Any, setup: Callable[[], None]) -> None:
-    """Run ``setup`` (and create the lease table) holding a database-wide advisory lock.
+@contextlib.contextmanager
+def postgres_setup_lock(conn: Any) -> Iterator[None]:
+    """Hold the database-wide advisory lock under which every teamgraph process sets tables up.
 
     Two processes setting up a fresh database at once otherwise race on the migrations
-    table (``UniqueViolation`` on ``checkpoint_migrations``) and on ``CREATE TABLE``.
+    tables (``UniqueViolation``) and on ``CREATE TABLE``.
+
+    NOTE: taken by polling ``pg_try_advisory_lock``, never by waiting in
+    ``pg_advisory_lock``: the store's migrations run ``CREATE INDEX CONCURRENTLY``, which
+    waits for every open transaction, a waiter's included; a waiter in a statement
+    while the holder runs it is a deadlock that PostgreSQL breaks by failing one.
     """
-    conn.execute("SELECT pg_advisory_lock(%s)", (_SETUP_LOCK_KEY,))
+    delay = 0.005
+    while not _first(conn.execute("SELECT pg_try_advisory_lock(%s)", (_SETUP_LOCK_KEY,)).fetchone()):
+        time.sleep(delay)
+        delay = min(delay * 2, 0.2)
     try:
-        setup()
-        conn.execute(_CREATE)
+        yield
     finally:
         conn.execute("SELECT pg_advisory_unlock(%s)", (_SETUP_LOCK_KEY,))
+
+
+def _first(row: Any) -> Any:
+    """The first column of ``row``, whichever row factory the connection has."""
+    return next(iter(row.values())) if isinstance(row, dict) else row[0]
+
+
+def setup_postgres(conn: Any, setup: Callable[[], None]) -> None:
+    """Run ``setup`` and create the lease table under ``postgres_setup_lock``."""
+    with postgres_setup_lock(conn):
+        setup()
+        conn.execute(_CREATE)
 
 
 _MAKE_LOCK = threading.Lock()

@@ -19,6 +19,8 @@ from typing import Any
 
 from langgraph.store.base import BaseStore, Op, Result
 
+from teamgraph.checkpoints.db_lease import postgres_setup_lock
+
 PROBE = {"configurable": {"thread_id": "", "checkpoint_ns": ""}}
 """A read of no thread: the saver's call that replaces a closed connection, and finds nothing."""
 
@@ -66,8 +68,13 @@ class SaverStore(BaseStore):
         return self._store.lock  # type: ignore[return-value]
 
     def setup(self) -> None:
-        """Create the store's tables (once per database)."""
-        self._on_saver_connection(lambda: self._store.setup())
+        """Create the store's tables (once per database), under the lock every setup takes."""
+
+        def set_up() -> None:
+            with self.lock, postgres_setup_lock(self._store.conn):
+                self._store.setup()
+
+        self._on_saver_connection(set_up)
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run ``ops`` on the saver's connection."""

@@ -37,7 +37,7 @@ from pathlib import Path
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from bench.fake_langsmith import FakeLangSmith
-from bench.harness import fresh_sqlite_saver, timed_invoke
+from bench.harness import fresh_sqlite_saver, sqlite_saver, timed_invoke
 from bench.registry import Workload
 from bench.scripted import ModelMeter, ScriptedChatModel, call_tool, filler, say
 from bench.teamgraph_workloads import (
@@ -95,7 +95,7 @@ def lognormal_workload(params: dict, workdir: Path) -> dict:
     model = LognormalTeamModel(
         policies={LEADER: fan_out_leader(members, 1), "*": echo_member(steps=steps)}, meter=meter, slow=names, seed=seed
     )
-    saver, conn = fresh_sqlite_saver(workdir / "lognormal.sqlite")
+    saver, conn, suffix = sqlite_saver(workdir / "lognormal.sqlite", params)
     with probed(saver) as probe:
         team, graph = _build_team(workdir, model, saver, max_parallel=members)
         config = {"configurable": {"thread_id": "lognormal"}}
@@ -109,7 +109,7 @@ def lognormal_workload(params: dict, workdir: Path) -> dict:
     ratio = timing["seconds"] / critical
     return {
         "system": SYSTEM,
-        "workload": f"lognormal ({members} members, max_parallel={members})",
+        "workload": f"lognormal ({members} members, max_parallel={members}){suffix}",
         "members": members,
         "steps": steps,
         "messages": messages,
@@ -369,7 +369,9 @@ def supervisor_observed_workload(params: dict, workdir: Path) -> dict:
 WORKLOADS: dict[str, Workload] = {
     "teamgraph-lognormal": Workload(
         lognormal_workload,
-        full=[{"members": 8}, {"members": 16}],
+        # NOTE: on LangGraph's SqliteSaver as the baselines run (synchronous=FULL: an fsync
+        # per commit), and on the saver ``Team(home=...)`` opens (synchronous=NORMAL).
+        full=[{"members": n, **saver} for saver in ({}, {"saver": "teamgraph"}) for n in (8, 16)],
         quick=[{"members": 4, "steps": 3}],
         repeats=2,
         description=lognormal_workload.__doc__,

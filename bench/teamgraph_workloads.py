@@ -756,7 +756,7 @@ def parallel_workload(params: dict, workdir: Path) -> dict:
         seed=int(params.get("seed", 0)),
     )
     path = workdir / "parallel.sqlite"
-    saver, conn = fresh_sqlite_saver(path)
+    saver, conn, suffix = sqlite_saver(path, params)
     with probed(saver) as probe:
         team, graph = _build_team(workdir, model, saver, max_parallel=max_parallel, slice_steps=slice_steps)
         config = {"configurable": {"thread_id": "parallel"}}
@@ -782,6 +782,7 @@ def parallel_workload(params: dict, workdir: Path) -> dict:
     variant += ", progress" if progress else ""
     if params.get("max_concurrency"):
         variant += f", max_concurrency={params['max_concurrency']}"
+    variant += suffix
     return {
         "system": SYSTEM,
         "workload": f"parallel ({variant})",
@@ -893,6 +894,7 @@ WORKLOADS: dict[str, Workload] = {
             {"members": 8, "steps": 10, "max_parallel": 8, "slice_steps": 1},
             {"members": 8, "steps": 10, "max_parallel": 8, "slice_steps": 4},
             {"members": 8, "steps": 10, "max_parallel": 8, "slice_steps": 10},
+            {"members": 8, "steps": 10, "max_parallel": 8, "saver": "teamgraph"},
         ],
         quick=[{"members": 8, "steps": 3, "max_parallel": 8, "latency_ms": [2, 8]}],
         repeats=2,

@@ -57,8 +57,9 @@ class Policy(BaseModel):
     slice_steps: int = Field(
         default=1,
         ge=1,
-        description="Model calls a member may make in one task while it only does work (tool calls with no message, "
-        "question or request for the team). Messages to a member wait for the end of its slice.",
+        description="Model calls a member makes in a row, while it only does work (tool calls with no message, "
+        "question or request for the team), before the messages sent to it meanwhile are delivered: they wait "
+        "for the end of its slice. Each call is still a step of its own, in flight like any other.",
     )
     scheduling: Literal["auto", "completions", "lockstep"] = Field(
         default="auto",

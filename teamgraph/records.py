@@ -111,6 +111,8 @@ class AgentRecord(TypedDict):
     unread: NotRequired[list[str]]
     """Message ids delivered to its history that no step has read yet."""
     tokens: NotRequired[int]
+    slice: NotRequired[int]
+    """Model calls made so far in its slice (``Policy.slice_steps``): while not 0, messages wait."""
 
 
 # -- requests and deliveries -------------------------------------------------------
@@ -355,6 +357,8 @@ class StepEffect(_Effect):
     tool_calls: int
     deferred: list[str]
     tokens: int
+    works: NotRequired[bool]
+    """The call only did work (tool calls that asked the team for nothing): its slice goes on."""
     error: NotRequired[str]
 
 

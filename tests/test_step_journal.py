@@ -2,10 +2,11 @@
 
 A member "charges a card" (a tool that appends a line to a file per run) in its step; the
 process stops (``Crash``, a BaseException no handler of ours catches) at a chosen point
-of that step, before the checkpoint after it. A second ``Team`` on the same home and
+of that step's node, before the checkpoint after it. A second ``Team`` on the same home and
 database (a new process would do the same) resumes the thread:
 
-- stopped after the tool's result was recorded: the card is charged once, the history
+- stopped after the tool's result was recorded (``crash="effects"``: the node's last part
+  fails): the card is charged once, the history
   holds one result, the model call that made the tool call is not made again;
 - stopped while the tool ran: the tool runs again with the same idempotency key and
   ``attempt`` 2, and its result carries ``RERUN_KEY``.
@@ -36,6 +37,7 @@ from scripting import act, call
 
 from teamgraph import Policy, ScriptedChatModel, Team
 from teamgraph.graph import scheduler
+from teamgraph.nodes import role_graph
 from teamgraph.nodes.journal import JOURNAL_NAMESPACE, RERUN_KEY, flush, run_namespace
 from teamgraph.tools import ToolContext
 
@@ -93,7 +95,7 @@ class Card:
             return {"content": "", "tool_calls": [{"name": "charge_card", "args": {"amount": 5}, "id": new_id()}]}
 
         def report(messages: list) -> str:
-            self.stop("model")  # NOTE: after the tool's result is recorded, before the step's checkpoint
+            self.stop("model")
             return "Charged 5."
 
         def leader(messages: list) -> str:
@@ -126,9 +128,23 @@ def team_for(card: Card, home: Path, scheduling: str) -> Team:
         model=ScriptedChatModel(card.script()),
         home=home,
         tools={"researcher": [card.tool()]},
-        # NOTE: two model calls in the member's task: the second is made after the tool's result is recorded.
-        policy=Policy(scheduling=scheduling, slice_steps=2),
+        policy=Policy(scheduling=scheduling),
     )
+
+
+def stop_after_the_tools(card: Card, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``crash="effects"``: the member's node stops after the card's charge is recorded, before its checkpoint."""
+    summarize = role_graph.summarize
+
+    def stopping(state: Any) -> Any:
+        if any(
+            isinstance(m, AIMessage) and any(c["name"] == "charge_card" for c in m.tool_calls) for m in state["turn"]
+        ):
+            flush()  # NOTE: what the journal writes behind the step is on disk when the process dies
+            card.stop("effects")
+        return summarize(state)
+
+    monkeypatch.setattr(role_graph, "summarize", stopping)
 
 
 def journal_of(team: Team) -> Any:
@@ -136,9 +152,12 @@ def journal_of(team: Team) -> Any:
     return team.runtime.journal_store or team.runtime.store
 
 
-def crash_then_resume(tmp_path: Path, scheduling: str, crash: str) -> tuple[Card, Team]:
+def crash_then_resume(
+    tmp_path: Path, scheduling: str, crash: str, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Card, Team]:
     """Run the thread until the process stops at ``crash``, then resume it with a new Team."""
     card = Card(tmp_path, crash=crash)
+    stop_after_the_tools(card, monkeypatch)
     with pytest.raises(Crash):
         team_for(card, tmp_path / "home", scheduling).compile().invoke({"messages": [("user", "Charge 5.")]}, CONFIG)
     resumed = team_for(card, tmp_path / "home", scheduling)
@@ -163,8 +182,10 @@ SCHEDULERS = pytest.mark.parametrize("scheduling", ["lockstep", "completions"])
 
 
 @SCHEDULERS
-def test_a_tool_whose_result_was_recorded_is_not_run_again(tmp_path: Path, scheduling: str, database: str) -> None:
-    card, team = crash_then_resume(tmp_path, scheduling, crash="model")
+def test_a_tool_whose_result_was_recorded_is_not_run_again(
+    tmp_path: Path, scheduling: str, database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    card, team = crash_then_resume(tmp_path, scheduling, "effects", monkeypatch)
 
     assert card.crashed
     [charged] = card.charges()  # NOTE: charged once, though the step ran twice
@@ -173,15 +194,15 @@ def test_a_tool_whose_result_was_recorded_is_not_run_again(tmp_path: Path, sched
     assert result.tool_call_id == asked.tool_calls[0]["id"] and RERUN_KEY not in result.additional_kwargs
     # NOTE: the call that made the tool call was recorded: not made again (its id would differ).
     assert card.calls.count("charge") == 1
-    assert card.calls.count("report") == 2  # NOTE: the call the process died in is made again
+    assert card.calls.count("report") == 1
     assert team.report(CONFIG) == "The card is charged."
 
 
 @SCHEDULERS
 def test_a_tool_the_process_died_in_runs_again_with_the_same_key(
-    tmp_path: Path, scheduling: str, database: str
+    tmp_path: Path, scheduling: str, database: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    card, team = crash_then_resume(tmp_path, scheduling, crash="tool")
+    card, team = crash_then_resume(tmp_path, scheduling, "tool", monkeypatch)
 
     first, second = card.charges()
     assert first["key"] == second["key"] and (first["attempt"], second["attempt"]) == (1, 2)
@@ -218,8 +239,11 @@ def test_a_call_that_finished_before_the_pass_was_saved_is_not_made_again(
     assert resumed.report(CONFIG) == "The card is charged."
 
 
-def test_the_journal_keeps_one_item_per_agent_and_goes_when_the_run_ends(tmp_path: Path) -> None:
-    card = Card(tmp_path, crash="model")
+def test_the_journal_keeps_one_item_per_agent_and_goes_when_the_run_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    card = Card(tmp_path, crash="effects")
+    stop_after_the_tools(card, monkeypatch)
     team = team_for(card, tmp_path / "home", "lockstep")
     with pytest.raises(Crash):
         team.compile().invoke({"messages": [("user", "Charge 5.")]}, CONFIG)
@@ -265,20 +289,22 @@ def test_a_run_nothing_can_resume_keeps_no_journal(tmp_path: Path) -> None:
     assert not [ns for ns in store.written if ns[: len(JOURNAL_NAMESPACE)] == JOURNAL_NAMESPACE]
 
 
-def test_the_journal_is_kept_in_the_team_s_store_and_never_embedded(tmp_path: Path) -> None:
+def test_the_journal_is_kept_in_the_team_s_store_and_never_embedded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     embedded: list[str] = []
 
     def embed(texts: list[str]) -> list[list[float]]:
         embedded.extend(texts)
         return [[1.0, 0.0] for _ in texts]
 
-    card = Card(tmp_path, crash="model")
+    card = Card(tmp_path, crash="effects")
+    stop_after_the_tools(card, monkeypatch)
     store = InMemoryStore(index={"embed": embed, "dims": 2})  # NOTE: a store set up for semantic search
     team = Team(
         model=ScriptedChatModel(card.script()),
         home=tmp_path / "home",
         tools={"researcher": [card.tool()]},
-        policy=Policy(slice_steps=2),
         checkpointer=InMemorySaver(),
         store=store,
     )

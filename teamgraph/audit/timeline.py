@@ -10,7 +10,8 @@ log: ``Team.timeline(config)`` reads ``get_state_history`` and calls :func:`buil
 Times are seconds since the thread's first checkpoint. A model call's start is the first
 checkpoint of the run of checkpoints, just before its end, in which the agent had a step
 in flight (else the checkpoint before its end); calls that end at the same checkpoint
-(a slice of several) share that interval evenly.
+(a slice of several, in threads written before each call had a task of its own) share
+that interval evenly.
 """
 
 from __future__ import annotations

@@ -68,6 +68,8 @@ def flush(ledger: Ledger, name: str) -> None:
         return
     if name in ledger.team.get("in_flight", {}):
         return  # NOTE: its step in flight did not see them: they go after that step's messages
+    if record.get("slice") and record["status"] == RUNNING:
+        return  # NOTE: its slice goes on (``Policy.slice_steps``): they go after the slice's last call
     if record["status"] != RUNNING:
         if not any(m["wake"] for m in record["inbox"]) or (name != LEADER and ledger.budget_spent()):
             return

@@ -60,6 +60,7 @@ def on_step(ledger: Ledger, effect: StepEffect) -> None:
     record["unread"] = []
     record["steps"] += 1
     record["turn_steps"] += 1
+    _count_slice(ledger, name, works=bool(effect.get("works")))
     record["tool_calls"] += effect["tool_calls"]
     record["tokens"] = record.get("tokens", 0) + effect.get("tokens", 0)
     ledger.team["run_calls"] = ledger.team.get("run_calls", 0) + 1
@@ -87,6 +88,16 @@ def on_step(ledger: Ledger, effect: StepEffect) -> None:
         record["last_action"] = "stopped: step budget of its turn used up"
         if name != LEADER:
             notify(ledger, LEADER, notices.step_budget(name, steps=record["turn_steps"]))
+
+
+def _count_slice(ledger: Ledger, name: str, *, works: bool) -> None:
+    """Where the agent is in its slice (``Policy.slice_steps``): its messages wait while not 0."""
+    record = ledger.agents[name]
+    calls = (record.get("slice", 0) + 1) % ledger.policy.slice_steps if works and name != LEADER else 0
+    if calls:
+        record["slice"] = calls
+    else:
+        record.pop("slice", None)
 
 
 def _after_step(ledger: Ledger, name: str, effect: StepEffect, text: str) -> None:
@@ -151,6 +162,7 @@ def on_stop(ledger: Ledger, effect: StopEffect) -> None:
     cancel_waits(ledger, target, results.cancelled_because(f"your turn was stopped by {effect['agent']}"))
     record["status"] = STOPPED
     record["last_action"] = f"stopped by {effect['agent']}"
+    record.pop("slice", None)
     # NOTE: a stop ends the turn: what it read and left unanswered is closed as at a turn end.
     close_read_requests(ledger, target, "")
     notice = notices.stopped(effect["agent"])

@@ -172,7 +172,13 @@ def performed(*, request_id: str, result: str) -> PerformedEffect:
 
 
 def step(
-    *, message_index: int | None, ended_turn: bool, tool_calls: int, deferred: list[str], tokens: int = 0
+    *,
+    message_index: int | None,
+    ended_turn: bool,
+    tool_calls: int,
+    deferred: list[str],
+    tokens: int = 0,
+    works: bool = False,
 ) -> StepEffect:
     """Summarize one agent step for the router (written by the step node, not a tool).
 
@@ -183,8 +189,9 @@ def step(
         tool_calls: How many tool calls it made.
         deferred: The calls left open for the router to answer.
         tokens: The tokens the provider reported for the step's model calls.
+        works: Whether the call only did work (tool calls that asked the team for nothing).
     """
-    return {
+    summary: StepEffect = {
         "kind": STEP,
         "message_index": message_index,
         "ended_turn": ended_turn,
@@ -192,6 +199,9 @@ def step(
         "deferred": deferred,
         "tokens": tokens,
     }
+    if works:
+        summary["works"] = True  # NOTE: only when set: every step's effect is stored
+    return summary
 
 
 # Governance effects (issue 12): the task board with priorities, and skill endowments.

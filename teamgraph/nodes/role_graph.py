@@ -4,14 +4,14 @@ The router sends a member whose model call finished to its role's node
 (``Send(<role node>, {"agent": ..., "seq": ...})``). The node reads the team state,
 then runs the role subgraph::
 
-    model ──> tools ──> effects ──(the slice goes on)──> model
-                            └──────────────────────────> END
+    model ──> tools ──> effects ──> END
 
 - ``model`` takes the model's answer: the call the router started when it issued the
   step (``teamgraph/calls.py``), or, when no call is held (a new process after a crash,
   a retry, the next call of a slice), makes it here;
 - ``tools`` runs the answer's tool calls through the one seam (``nodes/tool_calls.py``);
-- ``effects`` sums the call up for the router and says whether the slice goes on.
+- ``effects`` sums the call up for the router (and whether it only did work, so the
+  agent's slice goes on: ``Policy.slice_steps``).
 
 The node then returns the agent's new messages (its history) and the effects (the
 router's ``outbox``). So everything of a step but the call in flight happens in this
@@ -92,23 +92,23 @@ class StepUpdate(TypedDict, total=False):
 
 
 class StepState(TypedDict, total=False):
-    """The role subgraph's state: one slice of one agent's model calls.
+    """The role subgraph's state: one model call of one agent, and its tools.
+
+    NOTE: one call a task, whatever ``Policy.slice_steps``: a second call made in the task
+    would hold the superstep, so every member would wait for it. A slice's calls are
+    dispatches of their own; the router holds the agent's messages until it ends.
 
     Attributes:
-        new: Every message of the slice so far (what the agent's history gets).
-        turn: The current model call's messages: notices and markers, the answer, its tool results.
-        effects: What the tools asked the router for, and one ``step`` summary per model call.
-        acted: Whether the current call's tools asked the router for anything.
-        calls: The model calls made in the slice.
-        more: Whether the slice goes on with another model call.
+        new: The step's messages (what the agent's history gets).
+        turn: The model call's messages: notices and markers, the answer, its tool results.
+        effects: What the tools asked the router for, and the call's ``step`` summary.
+        acted: Whether the call's tools asked the router for anything.
     """
 
     new: Annotated[list[AnyMessage], operator.add]
     turn: list[AnyMessage]
     effects: Annotated[list[Effect], operator.add]
     acted: bool
-    calls: int
-    more: bool
 
 
 @dataclass
@@ -118,14 +118,12 @@ class StepContext:
     Attributes:
         start: What the step read of the team state (prompt, view, role step).
         node: The agent's node, which its model calls stream under.
-        slice_steps: Model calls the agent may make in this task.
         answer: The call made in flight, until the model node takes it (once: a retry calls again).
         journal: The step's journal (None: the run keeps none).
     """
 
     start: StepStart
     node: str
-    slice_steps: int
     answer: Future[Answer] | None = field(default=None)
     journal: StepJournal | None = None
 
@@ -167,20 +165,18 @@ def first_call(start: StepStart, node: str) -> Answer:
 
 def model(state: StepState, runtime: Runtime[StepContext]) -> dict[str, Any]:
     """Take the model's answer: the call made in flight, else make it now."""
+    del state  # NOTE: the call reads the team state its step started from (``StepStart``)
     config = get_config()
     context = runtime.context
     start = context.start
-    index = state.get("calls", 0)
-    answer = context.take_answer() if not index else None
+    answer = context.take_answer()
     if answer is not None:
         new = list(answer.result() or ())
     else:
         call_config = streamed_as(step_config(config, start.name, start.role_step.role), context.node, nested=True)
-        prompt = start.prompt(state.get("new", []))
-        new = list(
-            journaled_answer(context.journal, index, lambda: start.role_step.think(prompt, start.view, call_config))
-        )
-    return {"turn": new, "calls": index + 1, "acted": False}
+        prompt = start.prompt()
+        new = list(journaled_answer(context.journal, 0, lambda: start.role_step.think(prompt, start.view, call_config)))
+    return {"turn": new, "acted": False}
 
 
 def tools(state: StepState, runtime: Runtime[StepContext]) -> dict[str, Any]:
@@ -201,33 +197,28 @@ def tools(state: StepState, runtime: Runtime[StepContext]) -> dict[str, Any]:
         refused=refused,
         retries=role_step.runtime.policy.tool_retries,
         journal=runtime.context.journal,
-        turn=state.get("calls", 1) - 1,
+        turn=0,
     )
     return {"turn": [*turn, *answers], "effects": step_effects, "acted": bool(step_effects)}
 
 
-def summarize(state: StepState, runtime: Runtime[StepContext]) -> dict[str, Any]:
-    """The ``step`` effect of the call for the router, and whether the slice goes on."""
-    turn, before = state["turn"], len(state.get("new", []))
+def summarize(state: StepState) -> dict[str, Any]:
+    """The ``step`` effect of the call for the router: what it did, and whether it only did work."""
+    turn = state["turn"]
     at = answer_index(turn)  # NOTE: compaction markers and notices come first
     ai = cast(AIMessage, turn[at])
     answered = {m.tool_call_id for m in turn[at + 1 :] if isinstance(m, ToolMessage)}
     calls = [c["id"] or "" for c in ai.tool_calls] + [c["id"] or "" for c in ai.invalid_tool_calls]
+    deferred = [c for c in calls if c not in answered]
     summary = effects.step(
-        message_index=before + at,  # NOTE: made relative to the history's end by the node
+        message_index=at,  # NOTE: made relative to the history's end by the node
         ended_turn=not calls,
         tool_calls=len(calls),
-        deferred=[c for c in calls if c not in answered],
+        deferred=deferred,
         tokens=sum(m.usage_metadata["total_tokens"] for m in turn if isinstance(m, AIMessage) and m.usage_metadata),
+        works=bool(calls) and not deferred and not state.get("acted"),
     )
-    more = not (summary["ended_turn"] or summary["deferred"] or state.get("acted"))
-    more = more and state.get("calls", 0) < runtime.context.slice_steps
-    return {"new": turn, "effects": [summary], "more": more}
-
-
-def goes_on(state: StepState) -> str:
-    """Whether the slice makes another model call."""
-    return "model" if state.get("more") else END
+    return {"new": turn, "effects": [summary]}
 
 
 RoleGraph = CompiledStateGraph[StepState, StepContext, StepState, StepState]
@@ -246,7 +237,7 @@ def build_role_graph(name: str) -> RoleGraph:
     builder.add_edge(START, "model")
     builder.add_edge("model", "tools")
     builder.add_edge("tools", "effects")
-    builder.add_conditional_edges("effects", goes_on, ["model", END])
+    builder.add_edge("effects", END)
     return builder.compile(name=name)
 
 
@@ -308,8 +299,7 @@ def take_step(
     guarded = [taken, *(signed(e, name) for e in start.guard.effects)]
     if start.guard.stop:
         return {"outbox": guarded}
-    slice_steps = 1 if name == LEADER else runtime.policy.slice_steps
-    context = StepContext(start=start, node=node, slice_steps=slice_steps, answer=answer, journal=journal)
+    context = StepContext(start=start, node=node, answer=answer, journal=journal)
     try:
         # NOTE: the subgraph's run is named after the agent (tags and metadata too): one
         # traced run per step, with its model call and tools inside.

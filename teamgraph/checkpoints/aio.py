@@ -26,21 +26,41 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import aiosqlite
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from teamgraph.checkpoints.files import private_database
-from teamgraph.checkpoints.saver import BUSY_TIMEOUT_MS, WAL_RETRY_SECONDS, wal_busy
+from teamgraph.checkpoints.saver import BUSY_TIMEOUT_MS, WAL_RETRY_SECONDS, IntVersions, page_size, wal_busy
 from teamgraph.checkpoints.serde import TeamSerializer
 
-__all__ = ["open_async_sqlite_saver"]
+__all__ = ["TeamAsyncSqliteSaver", "open_async_sqlite_saver"]
+
+
+class TeamAsyncSqliteSaver(IntVersions, AsyncSqliteSaver):
+    """``AsyncSqliteSaver`` with the int channel versions of the Team's sync saver.
+
+    NOTE: both savers write the same file; a thread either one wrote must be read with
+    the versions of one kind (see ``IntVersions``).
+    """
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        found = await super().aget_tuple(config)
+        return None if found is None else self.int_tuple(found)
+
+    async def alist(self, config: RunnableConfig | None, **kwargs: Any) -> AsyncIterator[CheckpointTuple]:
+        async for found in super().alist(config, **kwargs):
+            yield self.int_tuple(found)
 
 
 async def _connect(path: Path) -> aiosqlite.Connection:
     """Open the SQLite file in WAL mode with a busy timeout (as ``saver.connect``)."""
     conn = await aiosqlite.connect(path, timeout=BUSY_TIMEOUT_MS / 1000)
     try:
+        await conn.execute(page_size())
         deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
         while True:
             try:
@@ -58,7 +78,7 @@ async def _connect(path: Path) -> aiosqlite.Connection:
 
 
 @asynccontextmanager
-async def open_async_sqlite_saver(path: str | Path) -> AsyncIterator[AsyncSqliteSaver]:
+async def open_async_sqlite_saver(path: str | Path) -> AsyncIterator[TeamAsyncSqliteSaver]:
     """An AsyncSqliteSaver on ``path`` (created if missing), closed on exit.
 
     Args:
@@ -71,7 +91,7 @@ async def open_async_sqlite_saver(path: str | Path) -> AsyncIterator[AsyncSqlite
     private_database(path)
     conn = await _connect(path)
     try:
-        saver = AsyncSqliteSaver(conn, serde=TeamSerializer())
+        saver = TeamAsyncSqliteSaver(conn, serde=TeamSerializer())
         await saver.setup()
         yield saver
     finally:

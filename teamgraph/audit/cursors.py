@@ -1,16 +1,24 @@
 """Where the collaboration log got to, per checkpoint: each branch of a thread is logged from its fork point.
 
-Every state the log writes is recorded in the log's index (``logged``) with the cursor
-after its lines, under its checkpoint's id and its *base*: the checkpoint the last router
-pass read, which that pass wrote in the team book (``LOG_BASE``, 40 bytes a checkpoint).
+The log follows the committed checkpoints: each is logged by the task that reads it, the
+router pass (the checkpoint after the agents' nodes), the agents' nodes and the human gate
+(the checkpoint after a pass), ``flush_log`` (a run's last). Every state logged is
+recorded in the log's index (``logged``) with the cursor after its lines, under its
+checkpoint's id and its *base*, the checkpoint logged before it on its path:
+
+- the one the agents' nodes read, when the state holds their steps (their ``taken``
+  effects name it: ``read``);
+- else the one the last router pass read, which that pass wrote in the team book
+  (``LOG_BASE``, 40 bytes a checkpoint): the pass's own output, and what the gate wrote.
+
 A state is logged from the cursor of its nearest logged ancestor:
 
-- the state itself, when it was logged already (a pass retried after a crash);
-- its base, when nothing else of its segment (the checkpoints after the base's pass) was
-  logged: every pass of a run, and a fork of a checkpoint that no pass read;
+- the state itself, when it was logged already (a task retried after a crash, every
+  agent's node of one superstep but the first);
+- its base, when nothing else of its segment (the checkpoints logged from that base) was
+  logged: every checkpoint of a run;
 - otherwise the nearest logged checkpoint up its parents (the checkpointer's links, at
-  most ``MAX_WALK``): after the gate logged the pass's output, after ``flush_log``, or a
-  fork of a checkpoint another branch went on from.
+  most ``MAX_WALK``): after the gate, or a fork of a checkpoint another branch went on from.
 
 A state the saver does not have yet (a run with durability "async" or "exit") cannot be
 walked from: it is the newest of its run, logged from the thread's latest cursor when
@@ -29,6 +37,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 
 from teamgraph.compat import CONFIG_KEY_CHECKPOINTER, checkpoint_read, graph_namespace
+from teamgraph.messaging.effects import TAKEN
 
 LOG_BASE = "log_base"
 """Team-book key: the id of the checkpoint the last router pass read (and logged)."""
@@ -48,7 +57,7 @@ class LoggedAt:
 
     Attributes:
         checkpoint: The id of the state's checkpoint (None: unknown).
-        base: The checkpoint the last router pass read (None: no pass wrote the team book yet).
+        base: The checkpoint logged before it on its path (None: none yet): see ``base_of``.
         parent_of: A checkpoint id -> its parent's id (None for the first checkpoint; raises
             ``LookupError`` for one the saver does not have). None: no checkpointer to ask.
         legacy: The team book was written by a router pass that named no base (before ``LOG_BASE``).
@@ -83,10 +92,19 @@ def logged_at(config: RunnableConfig, state: Mapping[str, Any], checkpointer: An
     team = state.get("team") or {}
     return LoggedAt(
         checkpoint=checkpoint_read(config),
-        base=team.get(LOG_BASE),
+        base=base_of(state),
         parent_of=parent_of if saver and thread_id is not None else None,
         legacy=bool(team) and LOG_BASE not in team,
     )
+
+
+def base_of(state: Mapping[str, Any]) -> str | None:
+    """The checkpoint logged before ``state`` on its path: its agents' nodes read it, else the last pass did."""
+    for effect in reversed(state.get("outbox") or ()):
+        if effect.get("kind") == TAKEN and effect.get("read"):
+            return str(effect["read"])
+    base = (state.get("team") or {}).get(LOG_BASE)
+    return None if base is None else str(base)
 
 
 def start_cursor(db: sqlite3.Connection, thread: str, at: LoggedAt, latest: str | None) -> str | None:

@@ -1,4 +1,4 @@
-"""The log's writer threads: a router pass's log lines are written while the pass runs.
+"""The log's writer threads: the lines of the state a task reads are written while the task runs.
 
 One single-thread writer per logs folder, so a folder's lines keep their order and one
 slow disk (or an index another process holds) stalls only the runs that log there.
@@ -19,6 +19,8 @@ from langchain_core.runnables import RunnableConfig
 from teamgraph.audit import log as audit_log
 from teamgraph.audit.log import write_committed
 from teamgraph.audit.project import log_folder
+from teamgraph.compat import read_channels
+from teamgraph.state import TeamState
 
 _WRITERS: OrderedDict[Path, ThreadPoolExecutor] = OrderedDict()
 _WRITERS_GUARD = threading.Lock()
@@ -110,7 +112,7 @@ def write_committed_soon(runtime: Any, state: Mapping[str, Any], config: Runnabl
 
     Args:
         runtime: The team runtime.
-        state: The committed state the pass read.
+        state: The committed state the task read.
         config: The run's config (the writer thread has no LangGraph context).
 
     Returns:
@@ -128,3 +130,13 @@ def write_committed_soon(runtime: Any, state: Mapping[str, Any], config: Runnabl
     written = _submit(folder, write_committed, runtime, state, config, folder=folder, sync=False)
     written.add_done_callback(lambda _: flush_soon(folder))
     return written
+
+
+def log_read_soon(runtime: Any, config: RunnableConfig) -> Future[list[str]]:
+    """``write_committed_soon`` of the committed state the running task reads (an agent's node's).
+
+    NOTE: the agents' nodes read the checkpoint a pass wrote; logged here, a fork of it
+    finds its own cursor. Every node of one superstep asks: the first writes the lines,
+    the others find the checkpoint logged (``cursors``) and write nothing.
+    """
+    return write_committed_soon(runtime, read_channels(config, list(TeamState.__annotations__)), config)

@@ -44,7 +44,7 @@ from langgraph.types import RetryPolicy
 from typing_extensions import TypedDict
 
 from teamgraph.calls import Answer
-from teamgraph.compat import NS_SEP, read_channels, unsaved
+from teamgraph.compat import NS_SEP, checkpoint_read, read_channels, unsaved
 from teamgraph.governance.operations import perform_approved
 from teamgraph.history import HistoryAppend
 from teamgraph.messaging import effects
@@ -286,7 +286,7 @@ def take_step(
     """
     name = task["agent"]
     answer = runtime.calls.take(run_key(config), name, task["seq"])
-    taken = signed(effects.taken(seq=task["seq"]), name)
+    taken = signed(effects.taken(seq=task["seq"], read=checkpoint_read(config)), name)
     state = read_channels(config, STEP_CHANNELS)
     # NOTE: the journal the call in flight read and wrote, else read now (a new process, a retry).
     journal = carried_journal(answer, task["seq"]) or StepJournal.open(runtime, config, name, task["seq"])

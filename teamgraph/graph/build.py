@@ -21,7 +21,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
-from teamgraph.audit.writer import log_read_soon, open_log_soon
+from teamgraph.audit.writer import open_log_soon
 from teamgraph.checkpoints.collector import freeze_long_lived
 from teamgraph.compat import CONFIG_KEY_DURABILITY, route_edits
 from teamgraph.graph.guarded import guarded
@@ -30,7 +30,7 @@ from teamgraph.graph.scheduler import LEADER_NODE, MEMBER_NODE
 from teamgraph.nodes.agent_step import RoleStep, build_role_step
 from teamgraph.nodes.human_gate import make_human_gate
 from teamgraph.nodes.journal import begin_run
-from teamgraph.nodes.role_graph import AgentNode, StepTask, StepUpdate, make_agent_node
+from teamgraph.nodes.role_graph import StepTask, make_agent_node
 from teamgraph.roles import Role
 from teamgraph.runtime import TeamRuntime
 from teamgraph.state import RouterInput, TeamInput, TeamOutput, TeamState
@@ -82,8 +82,7 @@ def build_team_graph(runtime: TeamRuntime, *, checkpointer: Any = None) -> Compi
     )
     builder.add_edge(START, ROUTER_NODE)
     for node in agent_nodes:
-        agent = logs_what_it_reads(runtime, make_agent_node(runtime, step_for, node=node))
-        builder.add_node(node, agent, input_schema=StepTask)
+        builder.add_node(node, make_agent_node(runtime, step_for, node=node), input_schema=StepTask)
         builder.add_edge(node, ROUTER_NODE)
     builder.add_node(HUMAN_NODE, make_human_gate(runtime))
     builder.add_edge(HUMAN_NODE, ROUTER_NODE)
@@ -105,23 +104,6 @@ def build_team_graph(runtime: TeamRuntime, *, checkpointer: Any = None) -> Compi
         config["configurable"] = {CONFIG_KEY_DURABILITY: "sync"}
     freeze_long_lived()  # NOTE: the modules a run uses are all imported by now
     return graph.with_config(**config)
-
-
-def logs_what_it_reads(runtime: TeamRuntime, node: AgentNode) -> AgentNode:
-    """``node``, writing the log lines of the committed state it reads while it takes its step.
-
-    NOTE: the checkpoint a pass writes is read only by the agents' nodes (or the human
-    gate, which logs it itself), so they log it. The node waits for the lines before it
-    returns: the checkpoint after it follows them, as the one after a pass does.
-    """
-
-    def agent(state: StepTask, config: RunnableConfig) -> StepUpdate:
-        logged = log_read_soon(runtime, config)
-        update = node(state, config)
-        logged.result()
-        return update
-
-    return agent
 
 
 def run_starts(runtime: TeamRuntime, config: RunnableConfig) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import sqlite3
 from collections import Counter
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from scripting import act, call, on_message
 from teamgraph import Policy, ScriptedChatModel, Team
 from teamgraph.audit import flush_log, parse_line
 from teamgraph.audit.events import derive_events, new_cursor
+from teamgraph.audit.log import INDEX_FILE
 from teamgraph.checkpoints.aio import open_async_sqlite_saver
 
 
@@ -56,6 +58,20 @@ def test_a_branch_forked_from_an_earlier_checkpoint_logs_its_own_lines_once(tmp_
         ("Team Leader", "user", "call", "reply", "success"),
     ]:
         assert branch[head] == 1, (head, branch)
+
+
+@pytest.mark.parametrize("scheduling", ["completions", "lockstep"])
+def test_every_checkpoint_of_a_run_is_logged_under_its_own_id(tmp_path: Path, scheduling) -> None:
+    """The log follows the committed checkpoints: each is logged by the task that reads it, the last by flush_log."""
+    team = login_team(tmp_path / "home", clock=FakeClock(), policy=Policy(scheduling=scheduling))
+    graph = team.compile()
+    graph.invoke({"messages": [("user", "Build a login page.")]}, CONFIG)
+    flush_log(team, CONFIG)
+    history = graph.get_state_history(CONFIG)
+    run = {s.config["configurable"]["checkpoint_id"] for s in history if s.metadata["step"] >= 0}
+    with sqlite3.connect(team.home / "logs" / "login" / INDEX_FILE) as index:
+        logged = {checkpoint for (checkpoint,) in index.execute("SELECT checkpoint FROM logged")}
+    assert run <= logged
 
 
 def _user_tasks(home: Path) -> Counter[str]:

@@ -61,12 +61,16 @@ class LoggedAt:
         parent_of: A checkpoint id -> its parent's id (None for the first checkpoint; raises
             ``LookupError`` for one the saver does not have). None: no checkpointer to ask.
         legacy: The team book was written by a router pass that named no base (before ``LOG_BASE``).
+        before: The checkpoint the last pass read, when ``base`` is the one the agents' nodes
+            read: the state is logged on from it when that one was not logged (the process
+            stopped before the pass after the agents' nodes logged what they read).
     """
 
     checkpoint: str | None
     base: str | None
     parent_of: Callable[[str], str | None] | None = None
     legacy: bool = False
+    before: str | None = None
 
 
 def logged_at(config: RunnableConfig, state: Mapping[str, Any], checkpointer: Any = None) -> LoggedAt:
@@ -90,11 +94,13 @@ def logged_at(config: RunnableConfig, state: Mapping[str, Any], checkpointer: An
         return (parent.get("configurable") or {}).get("checkpoint_id") if parent else None
 
     team = state.get("team") or {}
+    base, passed = base_of(state), team.get(LOG_BASE)
     return LoggedAt(
         checkpoint=checkpoint_read(config),
-        base=base_of(state),
+        base=base,
         parent_of=parent_of if saver and thread_id is not None else None,
         legacy=bool(team) and LOG_BASE not in team,
+        before=None if passed == base else passed,
     )
 
 
@@ -138,7 +144,17 @@ def start_cursor(db: sqlite3.Connection, thread: str, at: LoggedAt, latest: str 
         # NOTE: the thread's first segment, in a lineage this index never logged; an index
         # from before this table has no row of the thread: as before.
         return None if _has_rows(db, thread) else latest
+    if base is None and at.before is not None:
+        # NOTE: what the agents' nodes read was not logged (the process stopped before the
+        # pass after them logged it): the state is logged on from the pass before them.
+        base = _cursor_of(db, thread, at.before)
     return str(base) if base is not None else latest
+
+
+def _cursor_of(db: sqlite3.Connection, thread: str, checkpoint: str) -> str | None:
+    """The cursor the state of ``checkpoint`` was logged up to, if it was."""
+    row = db.execute(_CURSOR_OF, (thread, checkpoint)).fetchone()
+    return None if row is None else str(row[0])
 
 
 def _has_rows(db: sqlite3.Connection, thread: str) -> bool:
@@ -169,9 +185,8 @@ def _nearest_logged(db: sqlite3.Connection, thread: str, at: LoggedAt) -> tuple[
             return False, None
         if checkpoint is None:
             return True, None
-        row = db.execute(_CURSOR_OF, (thread, checkpoint)).fetchone()
-        if row is not None:
-            return True, str(row[0])
+        if (cursor := _cursor_of(db, thread, checkpoint)) is not None:
+            return True, cursor
         if checkpoint == at.base:
             return True, None
     return False, None

@@ -365,6 +365,15 @@ def _where_logged(
     ).fetchone()
 
 
+def log_thread(config: RunnableConfig) -> str:
+    """The key of a run's cursors in the log's index.
+
+    NOTE: the run's (its state's): a team inside a parent graph starts afresh in every
+    parent task, under the parent's thread id.
+    """
+    return run_key(config) or str((config.get("configurable") or {})[PROJECT_NAME_KEY])
+
+
 def write_committed(
     runtime: Any,
     state: Mapping[str, Any],
@@ -398,10 +407,7 @@ def write_committed(
     folder = folder or log_folder(runtime, config)
     if folder is None:
         return []
-    configurable = config.get("configurable") or {}
-    # NOTE: the cursor is the run's (its state's): a team inside a parent graph starts afresh
-    # in every parent task, under the parent's thread id.
-    thread = run_key(config) or str(configurable[PROJECT_NAME_KEY])
+    thread = log_thread(config)
     now = runtime.clock.now()
     stamp = now.strftime(TIME_FORMAT)
 

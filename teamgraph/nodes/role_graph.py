@@ -43,7 +43,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import RetryPolicy
 from typing_extensions import TypedDict
 
-from teamgraph.audit.writer import log_read_soon
+from teamgraph.audit.writer import note_read
 from teamgraph.calls import Answer
 from teamgraph.compat import NS_SEP, checkpoint_read, read_channels, unsaved
 from teamgraph.governance.operations import perform_approved
@@ -266,13 +266,8 @@ def make_agent_node(runtime: TeamRuntime, step_for: StepFor, *, node: str) -> Ag
     graph = build_role_graph(node)
 
     def agent(state: StepTask, config: RunnableConfig) -> StepUpdate:
-        # NOTE: the checkpoint a pass writes is read by the agents' nodes (or the human gate,
-        # which logs it itself): they log it, so a fork of it finds its own cursor. The node
-        # waits for the lines before it returns, as a pass does: the checkpoint after it follows them.
-        logged = log_read_soon(runtime, config)
-        update = take_step(runtime, step_for, graph, node, state, config)
-        logged.result()
-        return update
+        note_read(runtime, config)  # NOTE: the next pass logs what the node read, so a fork of it finds its cursor
+        return take_step(runtime, step_for, graph, node, state, config)
 
     return agent
 

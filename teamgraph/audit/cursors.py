@@ -1,8 +1,9 @@
 """Where the collaboration log got to, per checkpoint: each branch of a thread is logged from its fork point.
 
-The log follows the committed checkpoints: each is logged by the task that reads it, the
-router pass (the checkpoint after the agents' nodes), the agents' nodes and the human gate
-(the checkpoint after a pass), ``flush_log`` (a run's last). Every state logged is
+The log follows the committed checkpoints: the router pass logs the one it reads (after
+the agents' nodes) and, first, the one those nodes read (after the pass before: they
+note it, ``writer.note_read``); the human gate logs the one it reads, ``flush_log`` a
+run's last. Every state logged is
 recorded in the log's index (``logged``) with the cursor after its lines, under its
 checkpoint's id and its *base*, the checkpoint logged before it on its path:
 
@@ -16,7 +17,8 @@ A state is logged from the cursor of its nearest logged ancestor:
 - the state itself, when it was logged already (a task retried after a crash, every
   agent's node of one superstep but the first);
 - its base, when nothing else of its segment (the checkpoints logged from that base) was
-  logged: every checkpoint of a run;
+  logged: every checkpoint of a run (``before`` when the base is the agents' and was not
+  logged: a process stopped before the pass after them);
 - otherwise the nearest logged checkpoint up its parents (the checkpointer's links, at
   most ``MAX_WALK``): after the gate, or a fork of a checkpoint another branch went on from.
 

@@ -1,9 +1,9 @@
 """The collaboration log writer: exactly once, from committed state.
 
-``write_committed`` runs for the state each task reads, the router pass and the
-agents' nodes (on the writer thread, ``audit/writer.py``; the task waits for it before
-it returns), the human gate and ``flush_log``: that state was committed (durability
-``"sync"``), so a crash can only repeat a task over the same state. Lines are derived deterministically from
+``write_committed`` runs for the state each router pass reads and the one its agents'
+nodes read before it (on the writer thread, ``audit/writer.py``; the pass waits for it
+before it returns), the human gate's and ``flush_log``'s: that state was committed
+(durability ``"sync"``), so a crash can only repeat a task over the same state. Lines are derived deterministically from
 that state (``events.py``) and appended together with the cursor that says
 what was logged, in one SQLite transaction kept next to the log
 (``<home>/logs/<project>/.collaboration.sqlite``, out of the agents' reach:
@@ -385,9 +385,9 @@ def write_committed(
 ) -> list[str]:
     """Log what committed ``state`` adds to the thread's collaboration log.
 
-    Call it where the state read is committed: for the state a router pass or an
-    agent's node reads (``write_committed_soon``), the human gate's, or after a run with
-    ``flush_log``.
+    Call it where the state read is committed: for the state a router pass reads and
+    the one its agents' nodes read (``write_committed_soon``), the human gate's, or after
+    a run with ``flush_log``.
     Calling it twice on one state writes nothing the second time.
 
     Args:

@@ -22,6 +22,8 @@ from teamgraph.audit.events import derive_events, new_cursor
 from teamgraph.audit.log import INDEX_FILE
 from teamgraph.checkpoints.aio import open_async_sqlite_saver
 
+REPLY = ("Team Leader", "user", "call", "reply", "success")
+
 
 def _heads(lines: list[str]) -> Counter[tuple[str, str, str, str, str]]:
     """Each line's (sender, receiver, kind, what, result), counted."""
@@ -35,14 +37,7 @@ def test_a_branch_forked_from_an_earlier_checkpoint_logs_its_own_lines_once(tmp_
     graph.invoke({"messages": [("user", "Build a login page.")]}, CONFIG)
     flush_log(team, CONFIG)
     before = log_lines(team.home)
-    # NOTE: the member exists and has not taken a step yet: everything it does comes after.
-    mid = next(
-        s
-        for s in reversed(list(graph.get_state_history(CONFIG)))
-        if "UI Operator_1" in s.values.get("agents", {})
-        and not any(isinstance(m, AIMessage) for m in s.values["histories"].get("UI Operator_1", []))
-    )
-    fork = graph.update_state(mid.config, {"messages": []})
+    fork = graph.update_state(_before_the_members_first_step(graph).config, {"messages": []})
     graph.invoke(None, fork)
     flush_log(team, CONFIG)
     branch = _heads(log_lines(team.home)[len(before) :])
@@ -72,6 +67,40 @@ def test_every_checkpoint_of_a_run_is_logged_under_its_own_id(tmp_path: Path, sc
     with sqlite3.connect(team.home / "logs" / "login" / INDEX_FILE) as index:
         logged = {checkpoint for (checkpoint,) in index.execute("SELECT checkpoint FROM logged")}
     assert run <= logged
+
+
+def test_a_pass_that_never_saw_what_its_agents_read_logs_on_from_the_pass_before_them(tmp_path: Path) -> None:
+    """A run that stops between the agents' nodes and the next pass (an interrupt here; a kill alike).
+
+    What the agents' nodes read is then never logged; the pass that resumes logs on from the
+    pass before them, not from the thread's latest cursor, which another branch moved meanwhile.
+    """
+    team = login_team(tmp_path / "home", clock=FakeClock())
+    graph = team.compile()
+    graph.invoke({"messages": [("user", "Build a login page.")]}, CONFIG)
+    flush_log(team, CONFIG)
+    trunk = graph.get_state(CONFIG).config
+    before = log_lines(team.home)
+    fork = graph.update_state(_before_the_members_first_step(graph).config, {"messages": []})
+    graph.invoke(None, fork, interrupt_after=["leader", "ui-operator", "member"])
+    flush_log(team, trunk)  # NOTE: the trunk's end, logged already: the thread's latest cursor is the trunk's again
+    graph.invoke(None, CONFIG)
+    flush_log(team, CONFIG)
+    branch = log_lines(team.home)[len(before) :]
+    assert _twice(branch) == []
+    assert "LOST_DATA" not in [parse_line(line).code for line in branch]
+    assert _heads(branch)[("UI Operator_1", "files", "file", "write_file", "success")] == 1
+    assert _heads(branch)[REPLY] == 1
+
+
+def _before_the_members_first_step(graph):
+    """The first checkpoint where the member exists and has not taken a step: everything it does comes after."""
+    return next(
+        s
+        for s in reversed(list(graph.get_state_history(CONFIG)))
+        if "UI Operator_1" in s.values.get("agents", {})
+        and not any(isinstance(m, AIMessage) for m in s.values["histories"].get("UI Operator_1", []))
+    )
 
 
 def _user_tasks(home: Path) -> Counter[str]:
@@ -216,9 +245,6 @@ def test_a_thread_logged_before_the_per_checkpoint_index_goes_on_from_where_it_g
 def _twice(lines: list[str]) -> list[str]:
     """The lines written more than once (every line here names its own message, request or turn)."""
     return [line for line, n in Counter(lines).items() if n > 1]
-
-
-REPLY = ("Team Leader", "user", "call", "reply", "success")
 
 
 @pytest.mark.parametrize("scheduling", ["completions", "lockstep"])

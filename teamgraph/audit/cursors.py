@@ -3,9 +3,9 @@
 The log follows the committed checkpoints: the router pass logs the one it reads (after
 the agents' nodes) and, first, the one those nodes read (after the pass before: they
 note it, ``writer.note_read``); the human gate logs the one it reads, ``flush_log`` a
-run's last. Every state logged is
-recorded in the log's index (``logged``) with the cursor after its lines, under its
-checkpoint's id and its *base*, the checkpoint logged before it on its path:
+run's last. Every state logged is recorded in the log's index (``logged``) with the
+cursor after its lines, under its checkpoint's id and its *base*, the checkpoint logged
+before it on its path:
 
 - the one the agents' nodes read, when the state holds their steps (their ``taken``
   effects name it: ``read``);
@@ -14,8 +14,7 @@ checkpoint's id and its *base*, the checkpoint logged before it on its path:
 
 A state is logged from the cursor of its nearest logged ancestor:
 
-- the state itself, when it was logged already (a task retried after a crash, every
-  agent's node of one superstep but the first);
+- the state itself, when it was logged already (a pass retried after a crash, a gate resumed);
 - its base, when nothing else of its segment (the checkpoints logged from that base) was
   logged: every checkpoint of a run (``before`` when the base is the agents' and was not
   logged: a process stopped before the pass after them);

@@ -3,10 +3,10 @@
 ``write_committed`` runs for the state each router pass reads and the one its agents'
 nodes read before it (on the writer thread, ``audit/writer.py``; the pass waits for it
 before it returns), the human gate's and ``flush_log``'s: that state was committed
-(durability ``"sync"``), so a crash can only repeat a task over the same state. Lines are derived deterministically from
-that state (``events.py``) and appended together with the cursor that says
-what was logged, in one SQLite transaction kept next to the log
-(``<home>/logs/<project>/.collaboration.sqlite``, out of the agents' reach:
+(durability ``"sync"``), so a crash can only repeat a task over the same state. Lines
+are derived deterministically from that state (``events.py``) and appended together
+with the cursor that says what was logged, in one SQLite transaction kept next to the
+log (``<home>/logs/<project>/.collaboration.sqlite``, out of the agents' reach:
 ``project.py``). Each line carries a hash chain (``chain.py``); the index keeps
 each day file's size and last link, committed with the lines:
 

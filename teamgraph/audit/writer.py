@@ -105,6 +105,8 @@ def open_log_soon(runtime: Any, config: RunnableConfig) -> None:
 def write_committed_soon(runtime: Any, state: Mapping[str, Any], config: RunnableConfig) -> Future[list[str]]:
     """``write_committed`` on the folder's writer thread (flushed after); wait for it before the pass ends.
 
+    The state the pass's agents' nodes read before it (``note_read``) is written first.
+
     NOTE: the router waits for it before it takes the finished steps, so a failed write
     leaves them in the pool (a retried pass takes them, nothing runs twice), and the
     checkpoint after a pass follows the lines of the state it read (a crash repeats a
@@ -113,7 +115,7 @@ def write_committed_soon(runtime: Any, state: Mapping[str, Any], config: Runnabl
 
     Args:
         runtime: The team runtime.
-        state: The committed state the task read.
+        state: The committed state the pass read.
         config: The run's config (the writer thread has no LangGraph context).
 
     Returns:
@@ -153,10 +155,9 @@ def note_read(runtime: Any, config: RunnableConfig) -> None:
     NOTE: the checkpoint a pass writes is read only by the agents' nodes (or the human
     gate, which logs it itself). Logged with the next pass's state, in the pass's write,
     it costs no write of its own; the values are not copied (LangGraph's channels are
-    never changed in place).
-    A process that stops before that pass loses no line: the pass logs on from the
-    checkpoint the pass before the nodes read (``cursors``); only a fork of this one is
-    then logged from there.
+    never changed in place). A process that stops before that pass loses no line: the
+    pass logs on from the checkpoint the pass before the nodes read (``cursors``); only a
+    fork of this one is then logged from there.
     """
     checkpoint = checkpoint_read(config)
     if checkpoint is None or log_folder(runtime, config) is None:

@@ -162,8 +162,8 @@ def taken(*, seq: int, read: str | None = None) -> TakenEffect:
     NOTE: written by the agent's node whatever the step did (even nothing, or failed), so a
     pass knows which dispatches its agents' nodes took; a dispatch sent to a node that never
     ran (an edit of the checkpoint before it) stays in flight and is made again. ``read``
-    names the checkpoint the node read, which the node logged: the next pass's state is
-    logged on from it (``audit/cursors.py``).
+    names the checkpoint the node read: the next pass logs it, then its own state on from
+    it (``audit/cursors.py``).
     """
     effect: TakenEffect = {"kind": TAKEN, "seq": seq}
     if read is not None:

@@ -365,6 +365,8 @@ class StepEffect(_Effect):
 class TakenEffect(_Effect):
     kind: Literal["taken"]
     seq: int
+    read: NotRequired[str]
+    """The checkpoint the agent's node read (the collaboration log's base for the state it writes)."""
 
 
 class PerformedEffect(_Effect):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import sqlite3
 from collections import Counter
 from pathlib import Path
 
@@ -17,7 +18,11 @@ from scripting import act, call, on_message
 
 from teamgraph import Policy, ScriptedChatModel, Team
 from teamgraph.audit import flush_log, parse_line
+from teamgraph.audit.events import derive_events, new_cursor
+from teamgraph.audit.log import INDEX_FILE
 from teamgraph.checkpoints.aio import open_async_sqlite_saver
+
+REPLY = ("Team Leader", "user", "call", "reply", "success")
 
 
 def _heads(lines: list[str]) -> Counter[tuple[str, str, str, str, str]]:
@@ -26,25 +31,13 @@ def _heads(lines: list[str]) -> Counter[tuple[str, str, str, str, str]]:
     return Counter((e.sender, e.receiver, e.kind, re.split(r"[(:]", e.content)[0].strip(), e.result) for e in events)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 29 point 5: the log is written by router passes, and the checkpoint before an agent's node "
-    "is logged only with the next pass's; a fork there logs that pass's lines (a member's creation) again",
-)
 def test_a_branch_forked_from_an_earlier_checkpoint_logs_its_own_lines_once(tmp_path: Path) -> None:
     team = login_team(tmp_path / "home", clock=FakeClock())
     graph = team.compile()
     graph.invoke({"messages": [("user", "Build a login page.")]}, CONFIG)
     flush_log(team, CONFIG)
     before = log_lines(team.home)
-    # NOTE: the member exists and has not taken a step yet: everything it does comes after.
-    mid = next(
-        s
-        for s in reversed(list(graph.get_state_history(CONFIG)))
-        if "UI Operator_1" in s.values.get("agents", {})
-        and not any(isinstance(m, AIMessage) for m in s.values["histories"].get("UI Operator_1", []))
-    )
-    fork = graph.update_state(mid.config, {"messages": []})
+    fork = graph.update_state(_before_the_members_first_step(graph).config, {"messages": []})
     graph.invoke(None, fork)
     flush_log(team, CONFIG)
     branch = _heads(log_lines(team.home)[len(before) :])
@@ -60,6 +53,54 @@ def test_a_branch_forked_from_an_earlier_checkpoint_logs_its_own_lines_once(tmp_
         ("Team Leader", "user", "call", "reply", "success"),
     ]:
         assert branch[head] == 1, (head, branch)
+
+
+@pytest.mark.parametrize("scheduling", ["completions", "lockstep"])
+def test_every_checkpoint_of_a_run_is_logged_under_its_own_id(tmp_path: Path, scheduling) -> None:
+    """The log follows the committed checkpoints: each is logged by the task that reads it, the last by flush_log."""
+    team = login_team(tmp_path / "home", clock=FakeClock(), policy=Policy(scheduling=scheduling))
+    graph = team.compile()
+    graph.invoke({"messages": [("user", "Build a login page.")]}, CONFIG)
+    flush_log(team, CONFIG)
+    history = graph.get_state_history(CONFIG)
+    run = {s.config["configurable"]["checkpoint_id"] for s in history if s.metadata["step"] >= 0}
+    with sqlite3.connect(team.home / "logs" / "login" / INDEX_FILE) as index:
+        logged = {checkpoint for (checkpoint,) in index.execute("SELECT checkpoint FROM logged")}
+    assert run <= logged
+
+
+def test_a_pass_that_never_saw_what_its_agents_read_logs_on_from_the_pass_before_them(tmp_path: Path) -> None:
+    """A run that stops between the agents' nodes and the next pass (an interrupt here; a kill alike).
+
+    What the agents' nodes read is then never logged; the pass that resumes logs on from the
+    pass before them, not from the thread's latest cursor, which another branch moved meanwhile.
+    """
+    team = login_team(tmp_path / "home", clock=FakeClock())
+    graph = team.compile()
+    graph.invoke({"messages": [("user", "Build a login page.")]}, CONFIG)
+    flush_log(team, CONFIG)
+    trunk = graph.get_state(CONFIG).config
+    before = log_lines(team.home)
+    fork = graph.update_state(_before_the_members_first_step(graph).config, {"messages": []})
+    graph.invoke(None, fork, interrupt_after=["leader", "ui-operator", "member"])
+    flush_log(team, trunk)  # NOTE: the trunk's end, logged already: the thread's latest cursor is the trunk's again
+    graph.invoke(None, CONFIG)
+    flush_log(team, CONFIG)
+    branch = log_lines(team.home)[len(before) :]
+    assert _twice(branch) == []
+    assert "LOST_DATA" not in [parse_line(line).code for line in branch]
+    assert _heads(branch)[("UI Operator_1", "files", "file", "write_file", "success")] == 1
+    assert _heads(branch)[REPLY] == 1
+
+
+def _before_the_members_first_step(graph):
+    """The first checkpoint where the member exists and has not taken a step: everything it does comes after."""
+    return next(
+        s
+        for s in reversed(list(graph.get_state_history(CONFIG)))
+        if "UI Operator_1" in s.values.get("agents", {})
+        and not any(isinstance(m, AIMessage) for m in s.values["histories"].get("UI Operator_1", []))
+    )
 
 
 def _user_tasks(home: Path) -> Counter[str]:
@@ -206,25 +247,31 @@ def _twice(lines: list[str]) -> list[str]:
     return [line for line, n in Counter(lines).items() if n > 1]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 29 point 5: the log is written by router passes, not by the checkpoints it follows; "
-    "a fork after an agent's node does not log its branch's reply once yet",
-)
 @pytest.mark.parametrize("scheduling", ["completions", "lockstep"])
-def test_a_fork_at_each_pass_of_a_run_logs_the_branch_once_while_its_member_works(tmp_path: Path, scheduling) -> None:
-    """Forks taken where the member is idle, in a step, calling a tool or waiting on its question."""
+def test_a_fork_at_each_checkpoint_of_a_run_logs_the_branch_once_while_its_member_works(
+    tmp_path: Path, scheduling
+) -> None:
+    """Forks taken where the member is idle, in a step, calling a tool or waiting on its question.
+
+    Every checkpoint of the run is a fork point: the ones a pass wrote (read by the agents'
+    nodes or the gate) and the ones the agents' nodes wrote (read by a pass). A branch
+    logs what follows its fork point, once, and nothing its fork point held.
+    """
     team = login_team(tmp_path / "home", clock=FakeClock(), policy=Policy(scheduling=scheduling))
     graph = team.compile()
     graph.invoke({"messages": [("user", "Build a login page.")]}, CONFIG)
     flush_log(team, CONFIG)
-    points = [s for s in graph.get_state_history(CONFIG) if s.next == ("router",) and s.metadata["step"] > 0]
-    assert len(points) >= 4
+    points = [s for s in graph.get_state_history(CONFIG) if s.metadata["step"] >= 0]
+    assert len([s for s in points if s.next == ("router",)]) >= 4
     for point in points:
+        held = [e.content for e in derive_events(point.values, new_cursor(), now="-", policy=team.runtime.policy)[0]]
         before = log_lines(team.home)
         graph.invoke(None, graph.update_state(point.config, {"messages": []}))
         flush_log(team, CONFIG)
         branch = log_lines(team.home)[len(before) :]
-        assert _twice(branch) == [], point.metadata["step"]
-        assert _heads(branch)[("Team Leader", "user", "call", "reply", "success")] == 1, point.metadata["step"]
+        step = point.metadata["step"]
+        assert _twice(branch) == [], step
+        assert [e.content for e in map(parse_line, branch) if e.content in held] == [], step
+        # NOTE: the leader's report is the trunk's once the fork point holds it (its last node's checkpoint).
+        assert _heads(branch)[REPLY] == (0 if any(c.startswith("reply: Login page ready") for c in held) else 1), step
         assert "LOST_DATA" not in [parse_line(line).code for line in branch]

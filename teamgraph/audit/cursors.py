@@ -1,16 +1,25 @@
 """Where the collaboration log got to, per checkpoint: each branch of a thread is logged from its fork point.
 
-Every state the log writes is recorded in the log's index (``logged``) with the cursor
-after its lines, under its checkpoint's id and its *base*: the checkpoint the last router
-pass read, which that pass wrote in the team book (``LOG_BASE``, 40 bytes a checkpoint).
+The log follows the committed checkpoints: the router pass logs the one it reads (after
+the agents' nodes) and, first, the one those nodes read (after the pass before: they
+note it, ``writer.note_read``); the human gate logs the one it reads, ``flush_log`` a
+run's last. Every state logged is recorded in the log's index (``logged``) with the
+cursor after its lines, under its checkpoint's id and its *base*, the checkpoint logged
+before it on its path:
+
+- the one the agents' nodes read, when the state holds their steps (their ``taken``
+  effects name it: ``read``);
+- else the one the last router pass read, which that pass wrote in the team book
+  (``LOG_BASE``, 40 bytes a checkpoint): the pass's own output, and what the gate wrote.
+
 A state is logged from the cursor of its nearest logged ancestor:
 
-- the state itself, when it was logged already (a pass retried after a crash);
-- its base, when nothing else of its segment (the checkpoints after the base's pass) was
-  logged: every pass of a run, and a fork of a checkpoint that no pass read;
+- the state itself, when it was logged already (a pass retried after a crash, a gate resumed);
+- its base, when nothing else of its segment (the checkpoints logged from that base) was
+  logged: every checkpoint of a run (``before`` when the base is the agents' and was not
+  logged: a process stopped before the pass after them);
 - otherwise the nearest logged checkpoint up its parents (the checkpointer's links, at
-  most ``MAX_WALK``): after the gate logged the pass's output, after ``flush_log``, or a
-  fork of a checkpoint another branch went on from.
+  most ``MAX_WALK``): after the gate, or a fork of a checkpoint another branch went on from.
 
 A state the saver does not have yet (a run with durability "async" or "exit") cannot be
 walked from: it is the newest of its run, logged from the thread's latest cursor when
@@ -29,6 +38,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 
 from teamgraph.compat import CONFIG_KEY_CHECKPOINTER, checkpoint_read, graph_namespace
+from teamgraph.messaging.effects import TAKEN
 
 LOG_BASE = "log_base"
 """Team-book key: the id of the checkpoint the last router pass read (and logged)."""
@@ -48,16 +58,20 @@ class LoggedAt:
 
     Attributes:
         checkpoint: The id of the state's checkpoint (None: unknown).
-        base: The checkpoint the last router pass read (None: no pass wrote the team book yet).
+        base: The checkpoint logged before it on its path (None: none yet): see ``base_of``.
         parent_of: A checkpoint id -> its parent's id (None for the first checkpoint; raises
             ``LookupError`` for one the saver does not have). None: no checkpointer to ask.
         legacy: The team book was written by a router pass that named no base (before ``LOG_BASE``).
+        before: The checkpoint the last pass read, when ``base`` is the one the agents' nodes
+            read: the state is logged on from it when that one was not logged (the process
+            stopped before the pass after the agents' nodes logged what they read).
     """
 
     checkpoint: str | None
     base: str | None
     parent_of: Callable[[str], str | None] | None = None
     legacy: bool = False
+    before: str | None = None
 
 
 def logged_at(config: RunnableConfig, state: Mapping[str, Any], checkpointer: Any = None) -> LoggedAt:
@@ -81,12 +95,23 @@ def logged_at(config: RunnableConfig, state: Mapping[str, Any], checkpointer: An
         return (parent.get("configurable") or {}).get("checkpoint_id") if parent else None
 
     team = state.get("team") or {}
+    base, passed = base_of(state), team.get(LOG_BASE)
     return LoggedAt(
         checkpoint=checkpoint_read(config),
-        base=team.get(LOG_BASE),
+        base=base,
         parent_of=parent_of if saver and thread_id is not None else None,
         legacy=bool(team) and LOG_BASE not in team,
+        before=None if passed == base else passed,
     )
+
+
+def base_of(state: Mapping[str, Any]) -> str | None:
+    """The checkpoint logged before ``state`` on its path: its agents' nodes read it, else the last pass did."""
+    for effect in reversed(state.get("outbox") or ()):
+        if effect.get("kind") == TAKEN and effect.get("read"):
+            return str(effect["read"])
+    base = (state.get("team") or {}).get(LOG_BASE)
+    return None if base is None else str(base)
 
 
 def start_cursor(db: sqlite3.Connection, thread: str, at: LoggedAt, latest: str | None) -> str | None:
@@ -120,7 +145,17 @@ def start_cursor(db: sqlite3.Connection, thread: str, at: LoggedAt, latest: str 
         # NOTE: the thread's first segment, in a lineage this index never logged; an index
         # from before this table has no row of the thread: as before.
         return None if _has_rows(db, thread) else latest
+    if base is None and at.before is not None:
+        # NOTE: what the agents' nodes read was not logged (the process stopped before the
+        # pass after them logged it): the state is logged on from the pass before them.
+        base = _cursor_of(db, thread, at.before)
     return str(base) if base is not None else latest
+
+
+def _cursor_of(db: sqlite3.Connection, thread: str, checkpoint: str) -> str | None:
+    """The cursor the state of ``checkpoint`` was logged up to, if it was."""
+    row = db.execute(_CURSOR_OF, (thread, checkpoint)).fetchone()
+    return None if row is None else str(row[0])
 
 
 def _has_rows(db: sqlite3.Connection, thread: str) -> bool:
@@ -151,9 +186,8 @@ def _nearest_logged(db: sqlite3.Connection, thread: str, at: LoggedAt) -> tuple[
             return False, None
         if checkpoint is None:
             return True, None
-        row = db.execute(_CURSOR_OF, (thread, checkpoint)).fetchone()
-        if row is not None:
-            return True, str(row[0])
+        if (cursor := _cursor_of(db, thread, checkpoint)) is not None:
+            return True, cursor
         if checkpoint == at.base:
             return True, None
     return False, None

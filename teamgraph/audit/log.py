@@ -1,12 +1,12 @@
 """The collaboration log writer: exactly once, from committed state.
 
-``write_committed`` runs for the state each router pass reads (on the writer
-thread, ``audit/writer.py``; the pass waits for it before it takes any step): that
-state was committed (durability ``"sync"``), so a crash can only repeat a pass
-over the same state. Lines are derived deterministically from
-that state (``events.py``) and appended together with the cursor that says
-what was logged, in one SQLite transaction kept next to the log
-(``<home>/logs/<project>/.collaboration.sqlite``, out of the agents' reach:
+``write_committed`` runs for the state each router pass reads and the one its agents'
+nodes read before it (on the writer thread, ``audit/writer.py``; the pass waits for it
+before it returns), the human gate's and ``flush_log``'s: that state was committed
+(durability ``"sync"``), so a crash can only repeat a task over the same state. Lines
+are derived deterministically from that state (``events.py``) and appended together
+with the cursor that says what was logged, in one SQLite transaction kept next to the
+log (``<home>/logs/<project>/.collaboration.sqlite``, out of the agents' reach:
 ``project.py``). Each line carries a hash chain (``chain.py``); the index keeps
 each day file's size and last link, committed with the lines:
 
@@ -365,6 +365,15 @@ def _where_logged(
     ).fetchone()
 
 
+def log_thread(config: RunnableConfig) -> str:
+    """The key of a run's cursors in the log's index.
+
+    NOTE: the run's (its state's): a team inside a parent graph starts afresh in every
+    parent task, under the parent's thread id.
+    """
+    return run_key(config) or str((config.get("configurable") or {})[PROJECT_NAME_KEY])
+
+
 def write_committed(
     runtime: Any,
     state: Mapping[str, Any],
@@ -376,8 +385,9 @@ def write_committed(
 ) -> list[str]:
     """Log what committed ``state`` adds to the thread's collaboration log.
 
-    Call it where the state read is committed: for the state a router pass reads
-    (``write_committed_soon``), the human gate's, or after a run with ``flush_log``.
+    Call it where the state read is committed: for the state a router pass reads and
+    the one its agents' nodes read (``write_committed_soon``), the human gate's, or after
+    a run with ``flush_log``.
     Calling it twice on one state writes nothing the second time.
 
     Args:
@@ -397,10 +407,7 @@ def write_committed(
     folder = folder or log_folder(runtime, config)
     if folder is None:
         return []
-    configurable = config.get("configurable") or {}
-    # NOTE: the cursor is the run's (its state's): a team inside a parent graph starts afresh
-    # in every parent task, under the parent's thread id.
-    thread = run_key(config) or str(configurable[PROJECT_NAME_KEY])
+    thread = log_thread(config)
     now = runtime.clock.now()
     stamp = now.strftime(TIME_FORMAT)
 

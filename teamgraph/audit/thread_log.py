@@ -15,8 +15,8 @@ from teamgraph.audit.records import LogEvent, parse_line
 def flush_log(team: Any, config: RunnableConfig) -> list[str]:
     """Write the lines of the thread's latest committed state (after a run ends or pauses).
 
-    Each router pass logs the state it read, so the changes of the run's last
-    pass reach the log at the next pass, or here.
+    Each checkpoint is logged once a task read it (``audit/cursors.py``); no task
+    reads a run's last one, so the changes of its last pass reach the log at the next run, or here.
 
     Args:
         team: The ``Team``.

@@ -1,4 +1,4 @@
-"""The log's writer threads: a router pass's log lines are written while the pass runs.
+"""The log's writer threads: the lines of the state a task reads are written while the task runs.
 
 One single-thread writer per logs folder, so a folder's lines keep their order and one
 slow disk (or an index another process holds) stalls only the runs that log there.
@@ -17,8 +17,11 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 
 from teamgraph.audit import log as audit_log
-from teamgraph.audit.log import write_committed
+from teamgraph.audit.cursors import base_of
+from teamgraph.audit.log import log_thread, write_committed
 from teamgraph.audit.project import log_folder
+from teamgraph.compat import checkpoint_read, read_channels
+from teamgraph.state import TeamState
 
 _WRITERS: OrderedDict[Path, ThreadPoolExecutor] = OrderedDict()
 _WRITERS_GUARD = threading.Lock()
@@ -102,6 +105,8 @@ def open_log_soon(runtime: Any, config: RunnableConfig) -> None:
 def write_committed_soon(runtime: Any, state: Mapping[str, Any], config: RunnableConfig) -> Future[list[str]]:
     """``write_committed`` on the folder's writer thread (flushed after); wait for it before the pass ends.
 
+    The state the pass's agents' nodes read before it (``note_read``) is written first.
+
     NOTE: the router waits for it before it takes the finished steps, so a failed write
     leaves them in the pool (a retried pass takes them, nothing runs twice), and the
     checkpoint after a pass follows the lines of the state it read (a crash repeats a
@@ -121,10 +126,55 @@ def write_committed_soon(runtime: Any, state: Mapping[str, Any], config: Runnabl
         done: Future[list[str]] = Future()
         done.set_result([])
         return done
+    read = _take_read(log_thread(config), base_of(state))
     # NOTE: the folder is fixed now: a chdir before the write must not move a relative home.
     # NOTE: the pass waits for the lines and the index, not for the disk: they are flushed
     # once written, on the flusher thread (a process killed in between loses nothing: the
     # page cache has the lines).
-    written = _submit(folder, write_committed, runtime, state, config, folder=folder, sync=False)
+    written = _submit(folder, _write_in_order, runtime, [*read, (state, config)], folder)
     written.add_done_callback(lambda _: flush_soon(folder))
     return written
+
+
+def _write_in_order(runtime: Any, states: list[tuple[Mapping[str, Any], RunnableConfig]], folder: Path) -> list[str]:
+    """``write_committed`` of each (state, config of the task that read it), in order; the lines written."""
+    lines: list[str] = []
+    for state, config in states:
+        lines += write_committed(runtime, state, config, folder=folder, sync=False)
+    return lines
+
+
+_READ: dict[str, dict[str, tuple[Mapping[str, Any], RunnableConfig]]] = {}
+"""Per run (``log_thread``), the committed states its agents' nodes read, by checkpoint, until a pass logs them."""
+_READ_GUARD = threading.Lock()
+
+
+def note_read(runtime: Any, config: RunnableConfig) -> None:
+    """Keep the committed state the running agent's node reads, for the next pass to log before its own.
+
+    NOTE: the checkpoint a pass writes is read only by the agents' nodes (or the human
+    gate, which logs it itself). Logged with the next pass's state, in the pass's write,
+    it costs no write of its own; the values are not copied (LangGraph's channels are
+    never changed in place). A process that stops before that pass loses no line: the
+    pass logs on from the checkpoint the pass before the nodes read (``cursors``); only a
+    fork of this one is then logged from there.
+    """
+    checkpoint = checkpoint_read(config)
+    if checkpoint is None or log_folder(runtime, config) is None:
+        return
+    state = read_channels(config, list(TeamState.__annotations__))
+    with _READ_GUARD:
+        _READ.setdefault(log_thread(config), {})[checkpoint] = (state, config)
+
+
+def _take_read(run: str, checkpoint: str | None) -> list[tuple[Mapping[str, Any], RunnableConfig]]:
+    """The state read at ``checkpoint`` by the run's agents' nodes, if noted; the run's others are dropped."""
+    with _READ_GUARD:
+        noted = _READ.pop(run, {})
+    return [noted[checkpoint]] if checkpoint in noted else []
+
+
+def forget_reads(run: str) -> None:
+    """Drop what the run's agents' nodes read and no pass logged (the run ended before one)."""
+    with _READ_GUARD:
+        _READ.pop(run, None)

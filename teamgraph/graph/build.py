@@ -21,7 +21,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
-from teamgraph.audit.writer import open_log_soon
+from teamgraph.audit.writer import forget_reads, open_log_soon
 from teamgraph.checkpoints.collector import freeze_long_lived
 from teamgraph.compat import CONFIG_KEY_DURABILITY, route_edits
 from teamgraph.graph.guarded import guarded
@@ -32,6 +32,7 @@ from teamgraph.nodes.human_gate import make_human_gate
 from teamgraph.nodes.journal import begin_run
 from teamgraph.nodes.role_graph import StepTask, make_agent_node
 from teamgraph.roles import Role
+from teamgraph.runs import RunScope
 from teamgraph.runtime import TeamRuntime
 from teamgraph.state import RouterInput, TeamInput, TeamOutput, TeamState
 
@@ -94,7 +95,7 @@ def build_team_graph(runtime: TeamRuntime, *, checkpointer: Any = None) -> Compi
     graph = guarded(
         compiled,
         lease_home=lease_home,
-        on_end=lambda run: None if run.resumable else runtime.calls.forget(run.key),
+        on_end=lambda run: run_ends(runtime, run),
         on_start=lambda config: run_starts(runtime, config),
     )
     config: dict[str, Any] = {"recursion_limit": RECURSION_LIMIT}
@@ -104,6 +105,13 @@ def build_team_graph(runtime: TeamRuntime, *, checkpointer: Any = None) -> Compi
         config["configurable"] = {CONFIG_KEY_DURABILITY: "sync"}
     freeze_long_lived()  # NOTE: the modules a run uses are all imported by now
     return graph.with_config(**config)
+
+
+def run_ends(runtime: TeamRuntime, run: RunScope) -> None:
+    """Forget what a run's agents' nodes read and no pass logged, and its calls when nothing can resume it."""
+    forget_reads(run.key)
+    if not run.resumable:
+        runtime.calls.forget(run.key)
 
 
 def run_starts(runtime: TeamRuntime, config: RunnableConfig) -> None:

@@ -156,14 +156,19 @@ def board_add(*, title: str, assignee: str | None) -> BoardAddEffect:
     return {"kind": BOARD_ADD, "title": title, "assignee": assignee}
 
 
-def taken(*, seq: int) -> TakenEffect:
+def taken(*, seq: int, read: str | None = None) -> TakenEffect:
     """An agent's node took dispatch ``seq``'s step: it leaves the book's in-flight record.
 
     NOTE: written by the agent's node whatever the step did (even nothing, or failed), so a
     pass knows which dispatches its agents' nodes took; a dispatch sent to a node that never
-    ran (an edit of the checkpoint before it) stays in flight and is made again.
+    ran (an edit of the checkpoint before it) stays in flight and is made again. ``read``
+    names the checkpoint the node read: the next pass logs it, then its own state on from
+    it (``audit/cursors.py``).
     """
-    return {"kind": TAKEN, "seq": seq}
+    effect: TakenEffect = {"kind": TAKEN, "seq": seq}
+    if read is not None:
+        effect["read"] = read
+    return effect
 
 
 def performed(*, request_id: str, result: str) -> PerformedEffect:

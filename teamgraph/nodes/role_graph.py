@@ -43,8 +43,9 @@ from langgraph.runtime import Runtime
 from langgraph.types import RetryPolicy
 from typing_extensions import TypedDict
 
+from teamgraph.audit.writer import note_read
 from teamgraph.calls import Answer
-from teamgraph.compat import NS_SEP, read_channels, unsaved
+from teamgraph.compat import NS_SEP, checkpoint_read, read_channels, unsaved
 from teamgraph.governance.operations import perform_approved
 from teamgraph.history import HistoryAppend
 from teamgraph.messaging import effects
@@ -256,6 +257,7 @@ def make_agent_node(runtime: TeamRuntime, step_for: StepFor, *, node: str) -> Ag
     graph = build_role_graph(node)
 
     def agent(state: StepTask, config: RunnableConfig) -> StepUpdate:
+        note_read(runtime, config)  # NOTE: the next pass logs what the node read, so a fork of it finds its cursor
         return take_step(runtime, step_for, graph, node, state, config)
 
     return agent
@@ -277,7 +279,7 @@ def take_step(
     """
     name = task["agent"]
     answer = runtime.calls.take(run_key(config), name, task["seq"])
-    taken = signed(effects.taken(seq=task["seq"]), name)
+    taken = signed(effects.taken(seq=task["seq"], read=checkpoint_read(config)), name)
     state = read_channels(config, STEP_CHANNELS)
     # NOTE: the journal the call in flight read and wrote, else read now (a new process, a retry).
     journal = carried_journal(answer, task["seq"]) or StepJournal.open(runtime, config, name, task["seq"])

@@ -20,8 +20,7 @@ from teamgraph.audit import log as audit_log
 from teamgraph.audit.cursors import base_of
 from teamgraph.audit.log import log_thread, write_committed
 from teamgraph.audit.project import log_folder
-from teamgraph.compat import checkpoint_read, read_channels
-from teamgraph.state import TeamState
+from teamgraph.compat import checkpoint_read
 
 _WRITERS: OrderedDict[Path, ThreadPoolExecutor] = OrderedDict()
 _WRITERS_GUARD = threading.Lock()
@@ -149,8 +148,8 @@ _READ: dict[str, dict[str, tuple[Mapping[str, Any], RunnableConfig]]] = {}
 _READ_GUARD = threading.Lock()
 
 
-def note_read(runtime: Any, config: RunnableConfig) -> None:
-    """Keep the committed state the running agent's node reads, for the next pass to log before its own.
+def note_read(runtime: Any, config: RunnableConfig, state: Mapping[str, Any]) -> None:
+    """Keep ``state``, the committed state the running agent's node read, for the next pass to log before its own.
 
     NOTE: the checkpoint a pass writes is read only by the agents' nodes (or the human
     gate, which logs it itself). Logged with the next pass's state, in the pass's write,
@@ -159,12 +158,14 @@ def note_read(runtime: Any, config: RunnableConfig) -> None:
     pass logs on from the checkpoint the pass before the nodes read (``cursors``); only a
     fork of this one is then logged from there.
     """
-    checkpoint = checkpoint_read(config)
-    if checkpoint is None or log_folder(runtime, config) is None:
-        return
-    state = read_channels(config, list(TeamState.__annotations__))
+    checkpoint, run = checkpoint_read(config), log_thread(config)
     with _READ_GUARD:
-        _READ.setdefault(log_thread(config), {})[checkpoint] = (state, config)
+        if checkpoint is None or checkpoint in _READ.get(run, {}):
+            return  # NOTE: every agent's node of a superstep reads the same checkpoint: the first notes it
+    if log_folder(runtime, config) is None:
+        return
+    with _READ_GUARD:
+        _READ.setdefault(run, {})[checkpoint] = (state, config)
 
 
 def _take_read(run: str, checkpoint: str | None) -> list[tuple[Mapping[str, Any], RunnableConfig]]:

@@ -34,7 +34,7 @@ from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from teamgraph.checkpoints.files import private_database
-from teamgraph.checkpoints.saver import BUSY_TIMEOUT_MS, WAL_RETRY_SECONDS, IntVersions, page_size, wal_busy
+from teamgraph.checkpoints.saver import BUSY_TIMEOUT_MS, PAGE_SIZE_PRAGMA, WAL_RETRY_SECONDS, IntVersions, wal_busy
 from teamgraph.checkpoints.serde import TeamSerializer
 
 __all__ = ["TeamAsyncSqliteSaver", "open_async_sqlite_saver"]
@@ -60,7 +60,7 @@ async def _connect(path: Path) -> aiosqlite.Connection:
     """Open the SQLite file in WAL mode with a busy timeout (as ``saver.connect``)."""
     conn = await aiosqlite.connect(path, timeout=BUSY_TIMEOUT_MS / 1000)
     try:
-        await conn.execute(page_size())
+        await conn.execute(PAGE_SIZE_PRAGMA)
         deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
         while True:
             try:

@@ -28,6 +28,7 @@ PAGE_SIZE = 16_384
 NOTE: a checkpoint row is 0.5-1 KB and a write row up to a few KB: on 4 KB pages the
 space left at the end of each page was 14 % of the file. It applies to new files only
 (an existing file keeps its own; a WAL file cannot change it)."""
+PAGE_SIZE_PRAGMA = f"PRAGMA page_size={PAGE_SIZE}"
 
 
 def connect(path: str | Path) -> sqlite3.Connection:
@@ -35,15 +36,10 @@ def connect(path: str | Path) -> sqlite3.Connection:
     path = Path(path)
     private_database(path)  # NOTE: every message is in it: owner-only, whatever the umask
     conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False)
-    conn.execute(page_size())
+    conn.execute(PAGE_SIZE_PRAGMA)
     set_wal(conn)
     conn.execute("PRAGMA synchronous=NORMAL")
     return conn
-
-
-def page_size() -> str:
-    """The statement that sets a new file's page size (``PAGE_SIZE``)."""
-    return f"PRAGMA page_size={PAGE_SIZE}"
 
 
 def wal_busy(exc: sqlite3.OperationalError) -> bool:

@@ -8,7 +8,7 @@ then runs the role subgraph::
 
 - ``model`` takes the model's answer: the call the router started when it issued the
   step (``teamgraph/calls.py``), or, when no call is held (a new process after a crash,
-  a retry, the next call of a slice), makes it here;
+  a retry), makes it here;
 - ``tools`` runs the answer's tool calls through the one seam (``nodes/tool_calls.py``);
 - ``effects`` sums the call up for the router (and whether it only did work, so the
   agent's slice goes on: ``Policy.slice_steps``).
@@ -68,9 +68,7 @@ from teamgraph.nodes.tool_calls import run_tool_calls
 from teamgraph.records import Effect
 from teamgraph.runs import run_key
 from teamgraph.runtime import TeamRuntime
-
-STEP_CHANNELS = ("histories", "agents", "requests", "team")
-"""What a step reads of the team state."""
+from teamgraph.state import TeamState
 
 MODEL_RETRY = RetryPolicy(max_attempts=3)
 """A model call that fails transiently (LangGraph's ``default_retry_on``) is made again, for every agent."""
@@ -257,7 +255,6 @@ def make_agent_node(runtime: TeamRuntime, step_for: StepFor, *, node: str) -> Ag
     graph = build_role_graph(node)
 
     def agent(state: StepTask, config: RunnableConfig) -> StepUpdate:
-        note_read(runtime, config)  # NOTE: the next pass logs what the node read, so a fork of it finds its cursor
         return take_step(runtime, step_for, graph, node, state, config)
 
     return agent
@@ -280,7 +277,8 @@ def take_step(
     name = task["agent"]
     answer = runtime.calls.take(run_key(config), name, task["seq"])
     taken = signed(effects.taken(seq=task["seq"], read=checkpoint_read(config)), name)
-    state = read_channels(config, STEP_CHANNELS)
+    state = read_channels(config, list(TeamState.__annotations__))
+    note_read(runtime, config, state)  # NOTE: the next pass logs what the node read, so a fork of it finds its cursor
     # NOTE: the journal the call in flight read and wrote, else read now (a new process, a retry).
     journal = carried_journal(answer, task["seq"]) or StepJournal.open(runtime, config, name, task["seq"])
     approved = state.get("team", {}).get("perform", {}).get(name)

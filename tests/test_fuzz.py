@@ -36,6 +36,8 @@ SHUTDOWN_ID = re.compile(r"\b(shutdown_\d+)\b")
 
 _TEAM: dict[str, object] = {}
 VIRTUAL = "virtual"
+SLICED = "virtual-sliced"
+"""Virtual time with ``Policy.slice_steps=3``: messages wait while a member only works."""
 
 
 class _Latencies:
@@ -48,10 +50,10 @@ class _Latencies:
 
 
 def _team(tmp_path_factory, scheduling: str = "auto") -> Team:
-    if scheduling == VIRTUAL and scheduling not in _TEAM:
-        team = _team(tmp_path_factory, "completions-virtual")
+    if scheduling in (VIRTUAL, SLICED) and scheduling not in _TEAM:
+        team = _team(tmp_path_factory, f"completions-{scheduling}")
         team.runtime.calls = VirtualCallPool(latency=_Latencies())
-        _TEAM[VIRTUAL] = _TEAM.pop("completions-virtual")
+        _TEAM[scheduling] = _TEAM.pop(f"completions-{scheduling}")
         return team
     if scheduling not in _TEAM:
         roles = tmp_path_factory.mktemp("fuzz-roles")
@@ -64,7 +66,13 @@ def _team(tmp_path_factory, scheduling: str = "auto") -> Team:
             model=ScriptedChatModel({}, latency=latency),
             home=tmp_path_factory.mktemp("fuzz-home"),
             roles_dir=roles,
-            policy=Policy(max_turn_steps=12, max_model_calls=150, shutdown_timeout=30, scheduling=scheduling_policy),
+            policy=Policy(
+                max_turn_steps=12,
+                max_model_calls=150,
+                shutdown_timeout=30,
+                scheduling=scheduling_policy,
+                slice_steps=3 if scheduling.endswith(SLICED) else 1,
+            ),
         )
         _TEAM[scheduling] = {"team": team, "graph": team.compile(), "n": 0}
     return _TEAM[scheduling]["team"]  # type: ignore[index]
@@ -247,6 +255,20 @@ def test_random_traffic_in_random_virtual_time_keeps_every_invariant_and_replays
     _Latencies.table = latencies
     first = _run(tmp_path_factory, VIRTUAL, leader, members)
     assert _run(tmp_path_factory, VIRTUAL, leader, members) == first
+
+
+@pytest.mark.slow
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    leader=st.lists(st.tuples(leader_actions, st.integers(0, 5)), max_size=8),
+    members=st.tuples(plans, plans, plans),
+    latencies=st.lists(st.integers(1, 9), min_size=1, max_size=12),
+)
+def test_random_traffic_with_slices_keeps_every_invariant_and_replays(tmp_path_factory, leader, members, latencies):
+    """The same, with 3-call slices: a member's messages wait while it only works, and still nothing is lost."""
+    _Latencies.table = latencies
+    first = _run(tmp_path_factory, SLICED, leader, members)
+    assert _run(tmp_path_factory, SLICED, leader, members) == first
 
 
 @pytest.mark.parametrize(

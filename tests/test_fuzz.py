@@ -167,6 +167,12 @@ def _leader(plan: list[tuple[str, int]]):
 
 
 plans = st.lists(st.tuples(member_actions, st.integers(0, 5)), max_size=8)
+virtual_traffic = given(
+    leader=st.lists(st.tuples(leader_actions, st.integers(0, 5)), max_size=8),
+    members=st.tuples(plans, plans, plans),
+    latencies=st.lists(st.integers(1, 9), min_size=1, max_size=12),
+)
+"""Random traffic and the latencies that fix its order in virtual time."""
 
 
 def _run(tmp_path_factory, scheduling: str, leader, members) -> dict:
@@ -240,11 +246,7 @@ GROUP_CALL_WHILE_A_RECEIVER_ENDS = {
 
 @pytest.mark.slow
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(
-    leader=st.lists(st.tuples(leader_actions, st.integers(0, 5)), max_size=8),
-    members=st.tuples(plans, plans, plans),
-    latencies=st.lists(st.integers(1, 9), min_size=1, max_size=12),
-)
+@virtual_traffic
 @example(**STOPPED_WHILE_READING_A_RUN)
 @example(**GROUP_CALL_WHILE_A_RECEIVER_ENDS)
 def test_random_traffic_in_random_virtual_time_keeps_every_invariant_and_replays(
@@ -259,11 +261,7 @@ def test_random_traffic_in_random_virtual_time_keeps_every_invariant_and_replays
 
 @pytest.mark.slow
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(
-    leader=st.lists(st.tuples(leader_actions, st.integers(0, 5)), max_size=8),
-    members=st.tuples(plans, plans, plans),
-    latencies=st.lists(st.integers(1, 9), min_size=1, max_size=12),
-)
+@virtual_traffic
 def test_random_traffic_with_slices_keeps_every_invariant_and_replays(tmp_path_factory, leader, members, latencies):
     """The same, with 3-call slices: a member's messages wait while it only works, and still nothing is lost."""
     _Latencies.table = latencies

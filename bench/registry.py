@@ -11,7 +11,7 @@ It returns raw measurements: `system`, `workload`, `model_calls`, `messages`,
 `harness.finish_row` adds overhead per call, bytes per message and peak RSS.
 
 Modules contribute workloads through a module-level `WORKLOADS: dict[str, Workload]`;
-`load_registry` merges `bench.baselines`, `bench.teamgraph_workloads` and `bench.context_workloads`.
+`load_registry` merges the modules listed in `MODULES`.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ MODULES = (
     "bench.context_workloads",
     "bench.scheduler_workloads",
     "bench.cluster_workloads",
+    "bench.floor_workloads",
 )
 
 

@@ -1,0 +1,160 @@
+"""The floor: teamgraph's engine shape in plain LangGraph, with no team in it.
+
+``langgraph-floor`` runs the scheduling workloads' calls (the same seeded latencies: 8 or
+16 members x 10 calls, uniform 20-80 ms or lognormal) through a minimal graph shaped as
+teamgraph's engine, on a SQLite saver as ``Team(home=...)`` opens it (WAL,
+synchronous=NORMAL, "sync" durability):
+
+- ``supersteps=2`` (teamgraph's shape since issue 29): a ``router`` node starts each
+  member's next call in a thread pool, waits for the first to finish, and ``Send``s each
+  finished call to a ``member`` node, which appends the answer to the member's history and
+  returns to the router;
+- ``supersteps=1`` (the issue-10 engine): the router takes the finished calls itself.
+
+No prompts, tools, ledger, log, journal, lease, subgraph or leader: what is left is
+LangGraph's own cost per superstep (tasks, writes, a checkpoint) and the interpreter's
+lock shared with the calls' threads. Its makespan over the critical path is the floor
+under teamgraph's figure for the same shape on the same machine. ``cpu_ms`` adds that
+much Python work to each call's supersteps (half in each of the two), which holds the
+interpreter's lock as a step's own code does: the curve it draws is what each
+millisecond of framework time a call costs the makespan (``docs/scheduler.md`` §0).
+"""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from pathlib import Path
+from typing import Annotated, Any
+
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command, Send
+from typing_extensions import TypedDict
+
+from bench.registry import Workload
+from bench.scheduler_workloads import _plan
+from bench.teamgraph_workloads import member_name
+
+
+def _merge(left: dict[str, list[str]] | None, right: dict[str, list[str]]) -> dict[str, list[str]]:
+    out = dict(left or {})
+    for agent, new in right.items():
+        out[agent] = [*out.get(agent, []), *new]
+    return out
+
+
+class FloorState(TypedDict, total=False):
+    histories: Annotated[dict[str, list[str]], _merge]
+
+
+def uniform_plan(members: int, steps: int, seed: int, lo: float = 20, hi: float = 80) -> dict[str, list[float]]:
+    """The latencies ``TeamModel(latency_ms=(lo, hi))`` draws for each member (same seeds, same order)."""
+    out = {}
+    for i in range(1, members + 1):
+        rng = random.Random(f"{seed}:{member_name(i)}")
+        out[member_name(i)] = [rng.uniform(lo, hi) / 1000.0 for _ in range(steps)]
+    return out
+
+
+def _busy(ms: float) -> None:
+    """Python work for ``ms`` milliseconds: it holds the interpreter's lock, as a step's own code does."""
+    end = time.perf_counter() + ms / 1000.0
+    while time.perf_counter() < end:
+        pass
+
+
+def _floor_graph(plan: dict[str, list[float]], supersteps: int, saver: SqliteSaver, cpu_ms: float) -> Any:
+    pool = ThreadPoolExecutor(max_workers=len(plan))
+    calls: dict[str, Future[str]] = {}
+    made = dict.fromkeys(plan, 0)
+
+    def call(agent: str, n: int) -> str:
+        time.sleep(plan[agent][n])
+        return f"{agent} answer {n}"
+
+    def router(state: FloorState) -> Command:
+        del state  # NOTE: a member runs its calls one after another; nothing else decides
+        for agent in plan:
+            if agent not in calls and made[agent] < len(plan[agent]):
+                calls[agent] = pool.submit(call, agent, made[agent])
+                made[agent] += 1
+        if not calls:
+            return Command(goto=END)
+        wait(list(calls.values()), return_when=FIRST_COMPLETED)
+        finished = {a: f.result() for a, f in list(calls.items()) if f.done()}
+        for agent in finished:
+            del calls[agent]
+        _busy(cpu_ms / 2 if supersteps == 2 else cpu_ms)
+        if supersteps == 1:
+            return Command(update={"histories": {a: [t] for a, t in finished.items()}}, goto="router")
+        return Command(goto=[Send("member", {"agent": a, "text": t}) for a, t in finished.items()])
+
+    def member(task: dict[str, str]) -> dict[str, Any]:
+        _busy(cpu_ms / 2)
+        return {"histories": {task["agent"]: [task["text"]]}}
+
+    builder = StateGraph(FloorState)
+    builder.add_node("router", router, destinations=("member", "router", END))
+    builder.add_node("member", member)
+    builder.add_edge(START, "router")
+    builder.add_edge("member", "router")
+    return builder.compile(checkpointer=saver)
+
+
+def floor_workload(params: dict, workdir: Path) -> dict:
+    """Plain LangGraph in teamgraph's engine shape: N members x 10 calls, 1 or 2 supersteps a call."""
+    members, steps, seed = int(params["members"]), int(params.get("steps", 10)), int(params.get("seed", 0))
+    supersteps = int(params.get("supersteps", 2))
+    cpu_ms = float(params.get("cpu_ms", 0.0))
+    latency = params.get("latency", "uniform")
+    plan = uniform_plan(members, steps, seed) if latency == "uniform" else _plan(members, steps, seed)
+    conn = sqlite3.connect(str(workdir / "floor.sqlite"), check_same_thread=False, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    graph = _floor_graph(plan, supersteps, SqliteSaver(conn), cpu_ms)
+    config = {"configurable": {"thread_id": "floor"}, "recursion_limit": 100_000}
+    cpu = time.process_time()
+    start = time.perf_counter()
+    graph.invoke({"histories": {}}, config, durability="sync")
+    seconds = time.perf_counter() - start
+    cpu = time.process_time() - cpu
+    conn.close()
+    critical = max(sum(v) for v in plan.values())
+    ratio = seconds / critical
+    return {
+        "system": "langgraph (floor)",
+        "workload": f"floor ({latency}, {members} members, {supersteps} superstep(s) a call, {cpu_ms:g} ms work)",
+        "members": members,
+        "steps": steps,
+        "supersteps_per_call": supersteps,
+        "cpu_ms_per_call": cpu_ms,
+        "messages": members * steps,
+        "makespan_s": seconds,
+        "critical_path_s": critical,
+        "makespan_over_critical": ratio,
+        "seconds": seconds,
+        "model_calls": members * steps,
+        "model_seconds": sum(sum(v) for v in plan.values()),
+        "cpu_seconds": cpu,
+        "note": f"makespan/critical {ratio:.2f}; {cpu / (members * steps) * 1000:.1f} ms of CPU a call",
+    }
+
+
+WORKLOADS = {
+    "langgraph-floor": Workload(
+        floor_workload,
+        # NOTE: with 0, 2 and 4 ms of Python work a call, to show what a step's own code costs the makespan.
+        full=[
+            *({"members": 8, "latency": "uniform", "supersteps": 2, "cpu_ms": ms} for ms in (0, 2, 4)),
+            {"members": 8, "latency": "uniform", "supersteps": 1},
+            {"members": 8, "latency": "lognormal", "supersteps": 2},
+            {"members": 16, "latency": "lognormal", "supersteps": 2},
+        ],
+        quick=[{"members": 4, "steps": 3}],
+        repeats=2,
+        description=floor_workload.__doc__,
+    ),
+}

@@ -174,6 +174,17 @@ class TeamRuntime:
             self.reload_roles()
         return True
 
+    def role(self, role_id: str) -> Role | None:
+        """The role ``role_id``, or None; on a miss, the roles written in the home since are loaded first.
+
+        NOTE: another process's leader (a replica, a notebook on the same home) may have
+        created it after this runtime loaded its roles, and a thread moved here needs it.
+        """
+        role = self.roles.get(role_id)
+        if role is None and self.refresh_roles():
+            role = self.roles.get(role_id)
+        return role
+
     def add_role(self, role: Role) -> Path:
         """Write a new role file under the home folder and make the role usable at once.
 

@@ -292,7 +292,9 @@ class Team:
             return without_markers(history)
         if view != "model":
             raise ValueError(f"view={view!r} is not a history view. Use 'full' (every message) or 'model'.")
-        role = self.runtime.roles[values["agents"][display_name]["role"]]
+        role = self.runtime.role(values["agents"][display_name]["role"])
+        if role is None:
+            raise ValueError(f"{display_name}'s role is not defined in this team: its model view cannot be built.")
         model = self.runtime.model_for(role)
         budget = context_budget(model=model, policy=self.runtime.policy, counter=self.runtime.token_counter)
         return model_view(history, budget=budget)

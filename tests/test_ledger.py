@@ -100,6 +100,18 @@ def test_a_pass_writes_only_the_agents_it_changed(runtime):
     assert updates["team"]["scheduled"] == [DEV]
 
 
+def test_a_spawn_whose_role_left_the_home_creates_nobody_and_tells_its_creator(runtime):
+    # NOTE: the tool found the role; its file was removed before the pass applied the spawn.
+    state = team_state()
+    state["outbox"] = [{**effects.spawn(role_id="gone-role", name="Gone_1", task="Work."), "agent": LEADER}]
+
+    updates = run_pass(runtime, state)
+
+    assert set(updates["agents"]) <= {LEADER} and "Gone_1" not in updates["agents"]
+    told = [m.additional_kwargs.get(envelopes.ENVELOPE_KEY) for m in updates["histories"][LEADER]]
+    assert told == [f"notice:{notices.NOT_CREATED}"]  # NOTE: delivered at once: the leader was idle
+
+
 # -- mail ---------------------------------------------------------------------------
 
 

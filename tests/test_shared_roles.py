@@ -2,7 +2,9 @@
 
 Two teams on one home stand for two replicas: the second was built before the role
 existed (a replica loads the roles when it builds the graph), as the API server's
-replicas are; ``TeamRuntime.refresh_roles`` runs before each run there.
+replicas are; ``TeamRuntime.refresh_roles`` runs before each run there. A long-lived
+library process (a notebook, a worker) calls nothing: a role it does not know is looked
+for in the home when a step or a tool needs it (``TeamRuntime.role``).
 """
 
 from __future__ import annotations
@@ -34,6 +36,31 @@ def test_a_thread_moved_to_a_replica_built_before_its_custom_role_finds_the_role
         "Data Analyst_2": ("data-analyst", "idle"),
     }
     assert replica_b.report(CONFIG) == "Q2 done."
+
+
+def test_a_library_process_finds_a_role_another_process_created_without_a_reload(tmp_path):
+    home = tmp_path / "shared-home"
+    library = Team(model=ScriptedChatModel(ANALYST_SCRIPT), home=home)
+    graph = library.compile()  # NOTE: built before the role exists, and never reloaded below
+
+    other = Team(model=ScriptedChatModel(ANALYST_SCRIPT), home=home)
+    other.compile().invoke({"messages": [("user", "Analyse Q1")]}, CONFIG)
+    assert "data-analyst" not in library.roles
+
+    # The thread moves here: its member of that role steps, and the leader creates another.
+    graph.invoke({"messages": [("user", "Analyse Q2")]}, CONFIG)
+    agents = library.agents(CONFIG)
+    assert {name: (a["role"], a["status"]) for name, a in agents.items() if name != "Team Leader"} == {
+        "Data Analyst_1": ("data-analyst", "idle"),
+        "Data Analyst_2": ("data-analyst", "idle"),
+    }
+    assert library.report(CONFIG) == "Q2 done." and "data-analyst" in library.roles
+
+
+def test_an_unknown_role_is_still_refused_with_the_roles_there_are(tmp_path):
+    team = Team(model=ScriptedChatModel({}), home=tmp_path)
+    assert team.runtime.role("no-such-role") is None
+    assert team.runtime.role("researcher") is not None
 
 
 def test_a_broken_role_file_is_not_reloaded_at_every_run(tmp_path):

@@ -175,7 +175,7 @@ def _register_tool(runtime: TeamRuntime, args: dict[str, Any], ctx: CallContext)
 
 def _endow_tool(runtime: TeamRuntime, args: dict[str, Any], ctx: CallContext) -> str:
     role_id, name = str(args["role_id"]), str(args["tool_name"])
-    if role_id not in runtime.roles:
+    if runtime.role(role_id) is None:
         raise declared.DeclaredToolError(f"No role '{role_id}'. Roles: {', '.join(runtime.roles)}.")
     names = declared.endow(runtime.home, role_id, name)
     return f"Role {role_id} now has the declared tools: {', '.join(names)} (from its agents' next step)."

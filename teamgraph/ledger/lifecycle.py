@@ -61,8 +61,12 @@ def ensure_leader(ledger: Ledger) -> None:
 
 def on_spawn(ledger: Ledger, effect: SpawnEffect) -> None:
     """Create a member (and give it its task)."""
-    role = ledger.runtime.roles[effect["role"]]
+    role = ledger.runtime.role(effect["role"])
     asked, creator = effect["name"], effect["agent"]
+    if role is None:
+        # NOTE: the tool found the role; its file left the home since: nothing is created, the creator is told.
+        notify(ledger, creator, notices.not_created(asked, why=f"role {effect['role']!r} is no longer defined"))
+        return
     # NOTE: instances are numbered per display name, so two roles that share a
     # name never share a member; a name taken in this superstep gets the next one.
     number = max(int(asked.rsplit("_", 1)[1]), ledger.team["instances"].get(role.name, 0) + 1)

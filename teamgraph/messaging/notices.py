@@ -16,6 +16,7 @@ from teamgraph.messaging.envelopes import clip, notice
 BOUNCED: Final = "bounced"
 WITHDRAWN: Final = "withdrawn"
 RENAMED: Final = "renamed"
+NOT_CREATED: Final = "not_created"
 WAITS_FOR_USER: Final = "waits_for_user"
 PEER_TRAFFIC: Final = "peer_traffic"
 NOT_DELIVERED: Final = "answer_not_delivered"
@@ -66,6 +67,11 @@ def withdrawn(request_id: str, *, asker: str, status: str, why: str) -> Notice:
 def renamed(asked: str, *, name: str) -> Notice:
     """A spawn's name was taken in the same superstep: the member got the next number."""
     return _notice(RENAMED, f"{asked} was taken; the new member is {name}.")
+
+
+def not_created(asked: str, *, why: str) -> Notice:
+    """A spawn the tool accepted could not be applied (its role's file left the home since)."""
+    return _notice(NOT_CREATED, f"{asked} was not created: {why}.")
 
 
 def waits_for_user(asker: str, *, kind: str, request_id: str, body: str) -> Notice:

@@ -171,7 +171,10 @@ def begin_step(
     runtime: TeamRuntime, step_for: StepFor, team: Mapping[str, Any], name: str, config: RunnableConfig
 ) -> StepStart:
     """What agent ``name``'s step reads on the team state ``team`` (``step_for`` may raise)."""
-    role = runtime.roles[team["agents"][name]["role"]]
+    role_id = team["agents"][name]["role"]
+    role = runtime.role(role_id)
+    if role is None:
+        raise KeyError(f"role {role_id!r} is not defined in this team (built-in, roles_dir or the home's roles)")
     role_step = step_for(role)
     history = team.get("histories", {}).get(name, [])
     guard = guard_step(runtime.policy, name, history)  # NOTE: loop and escalation rules (audit/exceptions.py)

@@ -41,10 +41,9 @@ def create_sub_agent(role_id: str, context: ToolContext, task: str | None = None
         task: The first task; without one the member waits for a message.
     """
     require_approved_plan(context)
-    roles = context.runtime.roles
-    role = roles.get(role_id)
+    role = context.runtime.role(role_id)
     if role is None or role.is_leader:
-        ids = ", ".join(r for r in roles if r != LEADER_ROLE_ID)
+        ids = ", ".join(r for r in context.runtime.roles if r != LEADER_ROLE_ID)
         raise fail(f"Unknown role '{role_id}'. Available roles: {ids}.", code=errors.UNKNOWN_ROLE)
     require_creatable(context, role)
     name = instance_name(context, role)

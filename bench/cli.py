@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
-from bench import targets, targets_issue10
+from bench import targets, targets_issue10, targets_issue29
 from bench.harness import run_in_subprocess
 from bench.registry import Registry, Workload, load_registry
 
@@ -239,7 +239,10 @@ def report_targets(rows: list[dict], quick: bool) -> dict:
     issue10 = targets_issue10.evaluate(rows)
     print("\nissue 10 (README table)")
     print(targets_issue10.markdown(issue10))
-    return {"targets": evaluated, "targets_issue10": issue10, "cadence": cadences}
+    issue29 = targets_issue29.evaluate(rows)
+    print("\ntargets (issue 29: what a team gets by default, the Team's saver)")
+    print(format_lines(targets.TARGET_COLUMNS, [tuple(t[c] for c in targets.TARGET_COLUMNS) for t in issue29]))
+    return {"targets": evaluated, "targets_issue10": issue10, "targets_issue29": issue29, "cadence": cadences}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -149,9 +149,8 @@ WORKLOADS = {
         # NOTE: with 0, 2 and 4 ms of Python work a call, to show what a step's own code costs the makespan.
         full=[
             *({"members": 8, "latency": "uniform", "supersteps": 2, "cpu_ms": ms} for ms in (0, 2, 4)),
-            {"members": 8, "latency": "uniform", "supersteps": 1},
-            {"members": 8, "latency": "lognormal", "supersteps": 2},
-            {"members": 16, "latency": "lognormal", "supersteps": 2},
+            {"members": 8, "latency": "uniform", "supersteps": 1, "cpu_ms": 0},
+            *({"members": n, "latency": "lognormal", "supersteps": 2, "cpu_ms": 0} for n in (8, 16)),
         ],
         quick=[{"members": 4, "steps": 3}],
         repeats=2,

@@ -176,6 +176,8 @@ def benchmark_tables(results: Mapping[str, Any]) -> str:
         f"Run of {results.get('date', '?')}, {kind}, on {machine.get('cpu_model', '?')} "
         f"({machine.get('cpu_count', '?')} cores), Python {machine.get('python', '?')}; {packages}.\n",
     ]
+    if results.get("targets_issue29"):
+        parts += ["### Targets of issue 29 (the team is the graph)\n", _targets(results["targets_issue29"])]
     if results.get("targets_issue10"):
         parts += ["### Targets of issue 10\n", _targets(results["targets_issue10"])]
     if results.get("targets"):

@@ -177,6 +177,8 @@ class TeamRuntime:
     def role(self, role_id: str) -> Role | None:
         """The role ``role_id``, or None; on a miss, the roles written in the home since are loaded first.
 
+        Every lookup of a role by its id goes through here (``roles`` is for listing them).
+
         NOTE: another process's leader (a replica, a notebook on the same home) may have
         created it after this runtime loaded its roles, and a thread moved here needs it.
         """

@@ -29,7 +29,7 @@ class AgentConfigError(ValueError):
 
 def require_role(runtime: TeamRuntime, role_id: str) -> Role:
     """The role ``role_id``, or an error that lists the role ids."""
-    role = runtime.roles.get(role_id)
+    role = runtime.role(role_id)
     if role is None:
         raise AgentConfigError(f"No role '{role_id}'. Roles: {', '.join(runtime.roles)}.")
     return role

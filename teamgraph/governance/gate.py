@@ -70,7 +70,7 @@ class Gate:
         """Check one call of ``tool`` by the view's caller."""
         me = view.caller
         record = view.agents.get(me)
-        role = self.runtime.roles.get(record["role"]) if record else None
+        role = self.runtime.role(record["role"]) if record else None
         if role is None:
             return ALLOW
         matrix = self.runtime.matrix
@@ -92,7 +92,7 @@ class Gate:
             call=GovernedCall(tool=tool.name, args=clean, context=call_context(self.runtime, view, config)),
         )
         shown = ", ".join(f"{k}={v!r}" for k, v in clean.items())
-        target = self.runtime.roles.get(str(clean.get("role_id")))
+        target = self.runtime.role(str(clean.get("role_id")))
         # NOTE: the leader is the default approver: a change to its own role is a person's call.
         to_user = {"to_user": True} if target is not None and target.is_leader else {}
         return Ruling(

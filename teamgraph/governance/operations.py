@@ -73,7 +73,7 @@ def _high_risk_skill(runtime: TeamRuntime, tool: str, args: Mapping[str, Any], c
 def _core_config(runtime: TeamRuntime, tool: str, args: Mapping[str, Any], caller: Role) -> bool:
     """Tools or level of any role; any field of the leader's role or of a role above the caller's."""
     if tool == "set_agent_config":
-        target = runtime.roles.get(str(args.get("role_id")))
+        target = runtime.role(str(args.get("role_id")))
         return args.get("field") in admin.CORE_FIELDS or (target is not None and above(target, caller))
     if tool == "create_custom_agent":
         return args.get("level") not in (None, "L4")

@@ -80,7 +80,7 @@ def _no_call() -> None:
 def node_of(runtime: TeamRuntime, state: Mapping[str, Any], agent: str) -> str:
     """The node in which ``agent`` takes its steps: the leader's, its role's, or the generic member node."""
     record = state.get("agents", {}).get(agent, {})
-    role = runtime.roles.get(record.get("role", ""))
+    role = runtime.role(record.get("role", ""))
     if role is not None and role.is_leader:
         return LEADER_NODE
     return runtime.role_nodes.get(record.get("role", ""), MEMBER_NODE)

@@ -164,7 +164,7 @@ def terminated_this_step(context: ToolContext, name: str) -> bool:
 def caller_role(context: ToolContext) -> Role | None:
     """The calling agent's role (None for an agent the registry does not know yet)."""
     record = context.agents.get(context.caller)
-    return context.runtime.roles.get(record["role"]) if record else None
+    return context.runtime.role(record["role"]) if record else None
 
 
 def require_approved_plan(context: ToolContext) -> None:

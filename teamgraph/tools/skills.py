@@ -137,7 +137,7 @@ def endow_skills(agent_or_role: str, skill_names: list[str], context: ToolContex
     """
     found = endowment(context, agent_or_role, skill_names)
     record = context.agents.get(agent_or_role)
-    role = context.runtime.roles.get(record["role"] if record else agent_or_role)
+    role = context.runtime.role(record["role"] if record else agent_or_role)
     if role is not None:
         require_changeable(context, role, what="the skills")
     given = [{"name": s["name"], "description": s["description"]} for s in found]

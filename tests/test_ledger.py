@@ -112,6 +112,33 @@ def test_a_spawn_whose_role_left_the_home_creates_nobody_and_tells_its_creator(r
     assert told == [f"notice:{notices.NOT_CREATED}"]  # NOTE: delivered at once: the leader was idle
 
 
+@pytest.mark.parametrize("sender", [LEADER, DEV])
+@pytest.mark.parametrize("spawn_first", [True, False])
+def test_a_message_to_a_member_that_was_not_created_bounces_to_its_sender(runtime, sender, spawn_first):
+    # NOTE: in the same superstep, the leader's spawn whose role is gone and a message to that
+    # member (from the leader's own step or a member's), in either order of the outbox.
+    state = team_state(agent(DEV, status="running"))
+    spawn = {**effects.spawn(role_id="gone-role", name="Gone_1", task="Work."), "agent": LEADER}
+    message = {**effects.deliver(to="Gone_1", body="Here is the data."), "agent": sender}
+    state["outbox"] = [spawn, message] if spawn_first else [message, spawn]
+
+    updates = run_pass(runtime, state)
+
+    assert "Gone_1" not in updates["agents"]
+    deliveries = [d for d in updates["deliveries"].values() if d["to"] == "Gone_1"]
+    # NOTE: the task was never posted (its text stays in the leader's tool call); the message bounces.
+    assert [d["status"] for d in deliveries] == ["bounced"]
+
+    def told(name: str) -> list[str | None]:
+        """The kinds of what ``name`` was told: still in its inbox, or delivered to its history."""
+        inbox = updates["agents"].get(name, {}).get("inbox", [])
+        history = updates.get("histories", {}).get(name, [])
+        return [m.get("kind") for m in inbox] + [m.additional_kwargs.get(envelopes.ENVELOPE_KEY) for m in history]
+
+    assert f"notice:{notices.NOT_CREATED}" in told(LEADER)
+    assert f"notice:{notices.BOUNCED}" in told(sender)
+
+
 # -- mail ---------------------------------------------------------------------------
 
 

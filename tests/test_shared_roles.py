@@ -12,7 +12,9 @@ from __future__ import annotations
 import pytest
 from test_team_persistence import ANALYST_SCRIPT
 
-from teamgraph import ScriptedChatModel, Team
+from teamgraph import Policy, ScriptedChatModel, Team
+from teamgraph.calls import VirtualCallPool
+from tests.invariants import assert_team_invariants
 
 CONFIG = {"configurable": {"thread_id": "moved"}}
 
@@ -38,9 +40,33 @@ def test_a_thread_moved_to_a_replica_built_before_its_custom_role_finds_the_role
     assert replica_b.report(CONFIG) == "Q2 done."
 
 
-def test_a_library_process_finds_a_role_another_process_created_without_a_reload(tmp_path):
+def _spawn_first(script: dict) -> dict:
+    """``script`` whose leader, asked for Q2, creates the second analyst before it messages the first."""
+    leader = script["Team Leader"][0]
+
+    def turn(messages):
+        answer = leader(messages)
+        calls = answer.get("tool_calls", []) if isinstance(answer, dict) else []
+        if [c["name"] for c in calls] == ["list_agents", "send_message_to_sub_agent", "create_sub_agent"]:
+            answer = {**answer, "tool_calls": [calls[2], calls[0], calls[1]]}
+        return answer
+
+    return {**script, "Team Leader": [turn] * len(script["Team Leader"])}
+
+
+@pytest.mark.parametrize("order", ["message-first", "spawn-first"])
+@pytest.mark.parametrize("finishes_first", ["lockstep", "Data Analyst_1", "Data Analyst_2"])
+def test_a_library_process_finds_a_role_another_process_created_without_a_reload(tmp_path, order, finishes_first):
+    # NOTE: asked for Q2, the leader messages the first analyst (whose role this process never
+    # loaded) and creates a second one in the same step, in either order; under "completions"
+    # both analysts' steps are in flight at once and either finishes first.
     home = tmp_path / "shared-home"
-    library = Team(model=ScriptedChatModel(ANALYST_SCRIPT), home=home)
+    script = ANALYST_SCRIPT if order == "message-first" else _spawn_first(ANALYST_SCRIPT)
+    scheduling = "lockstep" if finishes_first == "lockstep" else "completions"
+    library = Team(model=ScriptedChatModel(script), home=home, policy=Policy(scheduling=scheduling))
+    if scheduling == "completions":
+        slow = "Data Analyst_2" if finishes_first == "Data Analyst_1" else "Data Analyst_1"
+        library.runtime.calls = VirtualCallPool(latency=lambda agent, n: 3.0 if agent == slow else 1.0)
     graph = library.compile()  # NOTE: built before the role exists, and never reloaded below
 
     other = Team(model=ScriptedChatModel(ANALYST_SCRIPT), home=home)
@@ -55,6 +81,7 @@ def test_a_library_process_finds_a_role_another_process_created_without_a_reload
         "Data Analyst_2": ("data-analyst", "idle"),
     }
     assert library.report(CONFIG) == "Q2 done." and "data-analyst" in library.roles
+    assert_team_invariants(graph.get_state(CONFIG).values)
 
 
 def test_an_unknown_role_is_still_refused_with_the_roles_there_are(tmp_path):

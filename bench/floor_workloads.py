@@ -36,7 +36,6 @@ from typing_extensions import TypedDict
 
 from bench.registry import Workload
 from bench.scheduler_workloads import _plan
-from bench.teamgraph_workloads import member_name
 
 
 def _merge(left: dict[str, list[str]] | None, right: dict[str, list[str]]) -> dict[str, list[str]]:
@@ -50,13 +49,9 @@ class FloorState(TypedDict, total=False):
     histories: Annotated[dict[str, list[str]], _merge]
 
 
-def uniform_plan(members: int, steps: int, seed: int, lo: float = 20, hi: float = 80) -> dict[str, list[float]]:
-    """The latencies ``TeamModel(latency_ms=(lo, hi))`` draws for each member (same seeds, same order)."""
-    out = {}
-    for i in range(1, members + 1):
-        rng = random.Random(f"{seed}:{member_name(i)}")
-        out[member_name(i)] = [rng.uniform(lo, hi) / 1000.0 for _ in range(steps)]
-    return out
+def uniform_delay(rng: random.Random) -> float:
+    """One latency in seconds as ``TeamModel(latency_ms=(20, 80))`` draws it."""
+    return rng.uniform(20, 80) / 1000.0
 
 
 def _busy(ms: float) -> None:
@@ -110,7 +105,7 @@ def floor_workload(params: dict, workdir: Path) -> dict:
     supersteps = int(params.get("supersteps", 2))
     cpu_ms = float(params.get("cpu_ms", 0.0))
     latency = params.get("latency", "uniform")
-    plan = uniform_plan(members, steps, seed) if latency == "uniform" else _plan(members, steps, seed)
+    plan = _plan(members, steps, seed, uniform_delay) if latency == "uniform" else _plan(members, steps, seed)
     conn = sqlite3.connect(str(workdir / "floor.sqlite"), check_same_thread=False, isolation_level=None)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")

@@ -31,7 +31,7 @@ import os
 import random
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
@@ -77,12 +77,15 @@ class LognormalTeamModel(TeamModel):
         return lognormal_delay(rng)
 
 
-def _plan(members: int, steps: int, seed: int) -> dict[str, list[float]]:
-    """The latencies `LognormalTeamModel` draws for each member (same seeds, same order)."""
+def _plan(
+    members: int, steps: int, seed: int, draw: Callable[[random.Random], float] = lognormal_delay
+) -> dict[str, list[float]]:
+    """The latencies a seeded team model draws for each member (same seeds, same order):
+    `LognormalTeamModel`'s by default; `draw` gives another model's draw from the member's generator."""
     out = {}
     for i in range(1, members + 1):
         rng = random.Random(f"{seed}:{member_name(i)}")
-        out[member_name(i)] = [lognormal_delay(rng) for _ in range(steps)]
+        out[member_name(i)] = [draw(rng) for _ in range(steps)]
     return out
 
 

@@ -175,6 +175,10 @@ class TeamState(TypedDict, total=False):
     outbox: Annotated[list[dict[str, Any]], post_effects]
 
 
+TEAM_CHANNELS: tuple[str, ...] = tuple(TeamState.__annotations__)
+"""Every channel of the team state: what a task reads when it reads the whole committed state."""
+
+
 class TeamInput(TypedDict, total=False):
     """What a caller passes to ``graph.invoke``: new user messages."""
 

@@ -49,7 +49,7 @@ from teamgraph.records import (
     WaitOutputEffect,
 )
 from teamgraph.runtime import TeamRuntime
-from teamgraph.state import RouterInput, TeamState
+from teamgraph.state import TEAM_CHANNELS, RouterInput
 
 ROUTER_NODE = "router"
 HUMAN_NODE = "human"
@@ -202,7 +202,7 @@ def make_router(runtime: TeamRuntime, *, step_for: StepFor) -> RouterNode:
         del state  # NOTE: the same effects are in the full state read below
         # NOTE: its input is only RouterInput; the rest is read here, as LangGraph's ToolNode
         # reads state, so traces and debug streams of the router do not carry every history.
-        committed = read_channels(config, list(TeamState.__annotations__))
+        committed = read_channels(config, TEAM_CHANNELS)
         # NOTE: the state a pass reads is committed: its log lines are written while it works.
         logged = write_committed_soon(runtime, committed, config)
         updates = run_pass(runtime, committed)

@@ -68,7 +68,7 @@ from teamgraph.nodes.tool_calls import run_tool_calls
 from teamgraph.records import Effect
 from teamgraph.runs import run_key
 from teamgraph.runtime import TeamRuntime
-from teamgraph.state import TeamState
+from teamgraph.state import TEAM_CHANNELS
 
 MODEL_RETRY = RetryPolicy(max_attempts=3)
 """A model call that fails transiently (LangGraph's ``default_retry_on``) is made again, for every agent."""
@@ -277,7 +277,7 @@ def take_step(
     name = task["agent"]
     answer = runtime.calls.take(run_key(config), name, task["seq"])
     taken = signed(effects.taken(seq=task["seq"], read=checkpoint_read(config)), name)
-    state = read_channels(config, list(TeamState.__annotations__))
+    state = read_channels(config, TEAM_CHANNELS)
     note_read(runtime, config, state)  # NOTE: the next pass logs what the node read, so a fork of it finds its cursor
     # NOTE: the journal the call in flight read and wrote, else read now (a new process, a retry).
     journal = carried_journal(answer, task["seq"]) or StepJournal.open(runtime, config, name, task["seq"])

@@ -14,6 +14,9 @@ from test_team_persistence import ANALYST_SCRIPT
 
 from teamgraph import Policy, ScriptedChatModel, Team
 from teamgraph.calls import VirtualCallPool
+from teamgraph.governance.gate import rule_call
+from teamgraph.tools import tool_set
+from teamgraph.tools.context import TeamView
 from tests.invariants import assert_team_invariants
 
 CONFIG = {"configurable": {"thread_id": "moved"}}
@@ -99,3 +102,19 @@ def test_a_broken_role_file_is_not_reloaded_at_every_run(tmp_path):
     with pytest.warns(RuntimeWarning, match="broken.md"):
         assert team.runtime.refresh_roles() is True
     assert list(team.runtime.role_problems) and team.runtime.refresh_roles() is False
+
+
+def test_the_permission_gate_judges_an_agent_by_a_role_another_process_wrote(tmp_path):
+    # NOTE: before roles were looked up through TeamRuntime.role, a role this process had not
+    # loaded made the gate allow every call of its agents (no role, no rule).
+    home = tmp_path / "shared-home"
+    here = Team(model=ScriptedChatModel({}), home=home)
+    other = Team(model=ScriptedChatModel({}), home=home)
+    other.runtime.add_role(other.roles["researcher"].model_copy(update={"id": "scout", "name": "Scout"}))
+    assert "scout" not in here.roles
+    admin = {t.name: t for t in tool_set(here.runtime, "admin", here.roles["team-leader"])}
+    view = TeamView(caller="Scout_1", agents={"Scout_1": {"role": "scout", "status": "running"}}, requests={}, team={})
+
+    refused = rule_call(admin["delete_agent"], {}, "c1", view, {}).refusal
+
+    assert refused is not None and refused.startswith("permission denied: Scout_1 (scout, level L4)")

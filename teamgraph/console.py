@@ -8,20 +8,57 @@ ends with ``Interrupted.`` and exit code 130, as a Ctrl-C during a run does.
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
+from contextlib import nullcontext
+from types import FrameType
 
 EXIT_INTERRUPTED = 130
 
 
+class _Interrupts:
+    """SIGINT while the command loads: noted, then raised as Python's own handler does.
+
+    NOTE: pydantic-core builds its validators in Rust and turns an exception raised meanwhile,
+    a KeyboardInterrupt included, into a ``SchemaError``; noted, such an error still ends quietly.
+    """
+
+    def __init__(self) -> None:
+        self.seen = False
+        self._previous: object = None
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        self.seen = True
+        raise KeyboardInterrupt
+
+    def __enter__(self) -> None:
+        self._previous = signal.signal(signal.SIGINT, self)
+
+    def __exit__(self, *exc: object) -> None:
+        signal.signal(signal.SIGINT, self._previous)  # type: ignore[arg-type]
+
+
+def _interrupted() -> None:
+    sys.stderr.write("Interrupted.\n")
+    raise SystemExit(EXIT_INTERRUPTED) from None
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the ``teamgraph`` command (see :mod:`teamgraph.cli`)."""
+    interrupts = _Interrupts()
+    # NOTE: a handler can be set only in the main thread (where the console script runs).
+    noting = interrupts if threading.current_thread() is threading.main_thread() else nullcontext()
     try:
-        from teamgraph.cli import main as run
-
+        with noting:
+            from teamgraph.cli import main as run
         run(argv)
     except KeyboardInterrupt:
-        sys.stderr.write("Interrupted.\n")
-        raise SystemExit(EXIT_INTERRUPTED) from None
+        _interrupted()
+    except Exception:
+        if interrupts.seen:
+            _interrupted()
+        raise
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -196,6 +197,36 @@ def test_an_early_ctrl_c_prints_no_traceback(
     # The console script's own module loads nothing heavy: a Ctrl-C while the command loads reaches main().
     probe = "import sys, teamgraph, teamgraph.console; print(any(m.startswith('langgraph') for m in sys.modules))"
     assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout == "False\n"
+
+
+def test_a_ctrl_c_that_a_library_turns_into_another_error_while_the_command_loads_ends_quietly(monkeypatch, capsys):
+    # NOTE: pydantic-core builds validators in Rust and reports a KeyboardInterrupt raised meanwhile
+    # as a SchemaError ("Error building ... validator: KeyboardInterrupt"): seen in CI at 0.3 s.
+    import os
+    import types
+
+    from teamgraph.console import main
+
+    class SchemaError(Exception):
+        pass
+
+    loading = types.ModuleType("teamgraph.cli")
+
+    def __getattr__(name: str) -> object:
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)
+        except KeyboardInterrupt:
+            raise SchemaError('Error building "literal" validator: KeyboardInterrupt') from None
+        raise AssertionError("no SIGINT arrived")
+
+    loading.__getattr__ = __getattr__  # type: ignore[method-assign]
+    monkeypatch.setitem(sys.modules, "teamgraph.cli", loading)
+    with pytest.raises(SystemExit) as ended:
+        main([])
+    assert ended.value.code == 130
+    assert capsys.readouterr().err == "Interrupted.\n"
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # NOTE: Python's own handler is back
 
 
 @pytest.mark.slow

@@ -97,8 +97,6 @@ class TeamRuntime:
     project: str | None = None
     """``Team(project=...)``: the project folder's name for every thread (default: the thread id)."""
     matrix: PermissionMatrix = field(init=False, repr=False)
-    root: Path = field(init=False, repr=False)
-    """The home, absolute (as it was when the team was built)."""
     search: SearchProvider | None = None
     """``Team(search=...)``: the web-search provider (None: no ``web_search`` tool)."""
     mcp_tools: dict[str, list[BaseTool]] = field(default_factory=dict, repr=False)
@@ -107,10 +105,10 @@ class TeamRuntime:
     """The memory store (``remember``/``recall``); None: an in-memory one, made on first use."""
 
     def __post_init__(self) -> None:
-        self.home = Path(self.home).expanduser()
         # NOTE: made absolute once, here: a relative home keeps naming the same folder after a
-        # chdir, and no path is made absolute on a server's event loop (``os.getcwd`` blocks).
-        self.root = self.home.absolute()
+        # chdir (a notebook's ``%cd``), for every file the team writes, and no path is made
+        # absolute on a server's event loop (``os.getcwd`` blocks).
+        self.home = Path(self.home).expanduser().absolute()
         self.calls = CallPool(workers=self.policy.max_parallel + 1)
         self.reload_matrix()
         self.reload_roles()

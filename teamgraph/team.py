@@ -74,7 +74,8 @@ class Team:
                 for ``TEAMGRAPH_MODEL``.
             roles_dir: A folder of extra role files; built-in roles are always there.
             policy: Limits and who decides what.
-            home: The data folder: SQLite file, custom roles, project files.
+            home: The data folder: SQLite file, custom roles, project files. A relative
+                path is taken against the current directory once, here.
             checkpointer: None for ``$TEAMGRAPH_DB`` if set, else SQLite in ``home``;
                 a database URL (``postgresql://…``, needs the ``postgres`` extra) or
                 SQLite path; False for none (``langgraph dev`` brings its own); or any
@@ -160,7 +161,7 @@ class Team:
 
     @property
     def home(self) -> Path:
-        """The team's data folder."""
+        """The team's data folder, absolute: a relative ``home`` names the folder it named when the team was made."""
         return self.runtime.home
 
     @property

@@ -118,3 +118,21 @@ def test_the_permission_gate_judges_an_agent_by_a_role_another_process_wrote(tmp
     refused = rule_call(admin["delete_agent"], {}, "c1", view, {}).refusal
 
     assert refused is not None and refused.startswith("permission denied: Scout_1 (scout, level L4)")
+
+
+def test_a_relative_home_keeps_every_file_of_the_team_in_its_folder_after_a_chdir(tmp_path, monkeypatch):
+    # NOTE: a notebook's `%cd` between building the team and running it: the role file, the
+    # project folder, the log and the database stay in the home the team was made with.
+    made_in, moved_to = tmp_path / "made-in", tmp_path / "moved-to"
+    made_in.mkdir(), moved_to.mkdir()
+    monkeypatch.chdir(made_in)
+    team = Team(model=ScriptedChatModel(ANALYST_SCRIPT), home=".teamgraph")
+    graph = team.compile()
+    monkeypatch.chdir(moved_to)
+    graph.invoke({"messages": [("user", "Analyse Q1")]}, CONFIG)
+    assert team.report(CONFIG) == "Q1 analysed."
+    home = made_in / ".teamgraph"
+    assert team.home == home
+    assert (home / "roles" / "data-analyst.md").is_file()
+    assert (home / "project" / "moved").is_dir() and list((home / "logs" / "moved").glob("*.log"))
+    assert list(moved_to.iterdir()) == []

@@ -85,4 +85,4 @@ def log_folder(runtime: Any, config: RunnableConfig) -> Path | None:
     configurable = config.get("configurable") or {}
     if not runtime.policy.log or not (configurable.get("thread_id") or configurable.get(PROJECT_NAME_KEY)):
         return None
-    return absolute_logs_dir(runtime.root, config)
+    return absolute_logs_dir(runtime.home, config)

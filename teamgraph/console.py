@@ -20,23 +20,32 @@ EXIT_INTERRUPTED = 130
 class _Interrupts:
     """SIGINT while the command loads: noted, then raised as Python's own handler does.
 
-    NOTE: pydantic-core builds its validators in Rust and turns an exception raised meanwhile,
-    a KeyboardInterrupt included, into a ``SchemaError``; noted, such an error still ends quietly.
+    NOTE: a noted interrupt ends the command whatever became of its KeyboardInterrupt:
+    pydantic-core builds its validators in Rust and turns an exception raised meanwhile
+    into a ``SchemaError``, and one raised in a ``__del__`` is only reported ("Exception
+    ignored in ...", which is not printed here) while the import goes on.
     """
 
     def __init__(self) -> None:
         self.seen = False
         self._previous: object = None
+        self._hook = sys.unraisablehook
 
     def __call__(self, signum: int, frame: FrameType | None) -> None:
         self.seen = True
         raise KeyboardInterrupt
 
+    def _unraisable(self, unraisable: sys.UnraisableHookArgs) -> None:
+        if not (unraisable.exc_type and issubclass(unraisable.exc_type, KeyboardInterrupt)):
+            self._hook(unraisable)
+
     def __enter__(self) -> None:
         self._previous = signal.signal(signal.SIGINT, self)
+        self._hook, sys.unraisablehook = sys.unraisablehook, self._unraisable
 
     def __exit__(self, *exc: object) -> None:
         signal.signal(signal.SIGINT, self._previous)  # type: ignore[arg-type]
+        sys.unraisablehook = self._hook
 
 
 def _interrupted() -> None:
@@ -52,6 +61,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         with noting:
             from teamgraph.cli import main as run
+        if interrupts.seen:
+            _interrupted()
         run(argv)
     except KeyboardInterrupt:
         _interrupted()

@@ -220,3 +220,39 @@ def test_failure_13_a_read_only_home_is_a_clear_error_before_the_run_starts(tmp_
     done = _run_on_read_only(home, script)
     assert done.returncode == 7, (done.returncode, done.stderr[-2000:])  # not SIGBUS, not a traceback
     assert str(home) in done.stdout and "cannot be written" in done.stdout
+
+
+# --------------------------------------------------------------------------- a run's config and input
+
+
+@pytest.mark.parametrize(
+    "config", [None, {}, {"configurable": {"project_name": "p"}}], ids=["none", "empty", "no-thread"]
+)
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_checkpointed_run_without_a_thread_is_refused_naming_thread_id(config, mode, tmp_path):
+    # NOTE: LangGraph's own check saw the run key teamgraph adds; its saver then raised KeyError('thread_id').
+    import asyncio
+
+    team = Team(model=_scripted(), home=tmp_path)
+    graph = team.compile()
+    run = graph.invoke if mode == "sync" else (lambda i, c: asyncio.run(graph.ainvoke(i, c)))
+    with pytest.raises(ValueError, match="thread_id"):
+        run({"messages": [("user", "Hi")]}, config)
+    assert list(graph.checkpointer.list(None)) == []  # nothing was run
+    assert graph.invoke({"messages": [("user", "Hi")]}, CONFIG)["messages"][-1].content == "Done."
+
+
+def test_a_run_without_a_checkpointer_needs_no_thread(tmp_path):
+    graph = Team(model=_scripted(), home=tmp_path, checkpointer=False).compile()
+    assert graph.invoke({"messages": [("user", "Hi")]})["messages"][-1].content == "Done."
+
+
+@pytest.mark.parametrize("value", [{"msgs": [("user", "Hi")]}, {"messages": [("user", "Hi")], "agents": {}}])
+def test_an_input_key_the_team_does_not_take_is_refused_and_changes_nothing(value, tmp_path):
+    team = Team(model=_scripted(), home=tmp_path)
+    graph = team.compile()
+    with pytest.raises(ValueError, match="'messages'") as refused:
+        graph.invoke(value, CONFIG)
+    assert set(value) - {"messages"} <= set(str(refused.value).split("'"))
+    assert graph.get_state(CONFIG).values == {}
+    assert graph.invoke({"messages": [("user", "Hi")]}, CONFIG)["messages"][-1].content == "Done."

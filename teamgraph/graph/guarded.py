@@ -9,7 +9,10 @@ before a run starts, and changes nothing when it refuses:
   is one of ours, and then every write of the run is fenced by it);
 - a resume value reaches the human gate: LangGraph itself raises a TypeError on
   non-string keys (``{1: "x"}``), crashes on ``resume=None`` and silently ignores
-  ``{}`` (an empty interrupt map), so those are refused here with what to send instead.
+  ``{}`` (an empty interrupt map), so those are refused here with what to send instead;
+- a run of a checkpointed team names its thread, and a top-level input has only keys
+  the team's input has (LangGraph drops the others without a word: ``{"msgs": ...}``
+  ran nothing).
 
 NOTE: workaround of an upstream behaviour (langgraph 1.2: TypeError on non-string resume
 keys, crash on ``resume=None``, ``{}`` dropped).
@@ -17,8 +20,9 @@ keys, crash on ``resume=None``, ``{}`` dropped).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import AbstractContextManager, nullcontext
+import asyncio
+from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping
+from contextlib import AbstractContextManager, asynccontextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +65,28 @@ def check_resume(value: Any) -> None:
             )
 
 
+NO_THREAD = (
+    "This team's graph is checkpointed, so each run belongs to a thread: pass one in the config, "
+    "e.g. graph.invoke(input, {'configurable': {'thread_id': 't1'}}). Nothing was run."
+)
+
+
+def check_input(value: Any, accepted: Collection[str]) -> None:
+    """Refuse a top-level input with keys the team's input does not have.
+
+    Raises:
+        ValueError: Naming the unknown keys and the ones the input takes.
+    """
+    if not isinstance(value, Mapping):
+        return
+    unknown = sorted(str(key) for key in value if key not in accepted)
+    if unknown:
+        raise ValueError(
+            f"The team's input has no key {', '.join(map(repr, unknown))}: it takes {sorted(accepted)}, "
+            "e.g. {'messages': [('user', 'Build a login page')]}. Nothing was run."
+        )
+
+
 class TeamGraph(CompiledStateGraph):
     """A compiled team graph that holds its thread's lease while it runs (see the module doc).
 
@@ -92,6 +118,9 @@ class TeamGraph(CompiledStateGraph):
         merged = effective_config(self, config)
         own = self.checkpointer is not None and self.checkpointer is not False
         scope = scope_of(merged.get("configurable") or {}, own_checkpointer=own)
+        if scope.saved and scope.thread is None:
+            # NOTE: LangGraph's own check passes once RUN_KEY is added below; its saver then raises KeyError.
+            raise ValueError(NO_THREAD)
         added: dict[str, Any] = {RUN_KEY: scope.key}
         if not scope.saved and CONFIG_KEY_CHECKPOINTER in (merged.get("configurable") or {}):
             # NOTE: a parent graph without a checkpointer saves nothing, and the team's "sync"
@@ -149,6 +178,8 @@ class TeamGraph(CompiledStateGraph):
     def stream(self, input: Any, config: Any = None, **kwargs: Any) -> Iterator[Any]:  # noqa: A002
         check_resume(input)
         scope, config, merged = self._scoped(config)
+        if not scope.nested:
+            check_input(input, self._input_keys)
         try:
             with self._leased(scope, merged):
                 self._started(merged)
@@ -159,17 +190,35 @@ class TeamGraph(CompiledStateGraph):
     async def astream(self, input: Any, config: Any = None, **kwargs: Any) -> AsyncIterator[Any]:  # noqa: A002
         check_resume(input)
         scope, config, merged = self._scoped(config)
+        if not scope.nested:
+            check_input(input, self._input_keys)
         try:
-            with self._leased(scope, merged):
+            # NOTE: the lease is a database or file transaction: taken and given back in a worker
+            # thread, so the event loop never waits on the file.
+            async with _in_thread(self._leased(scope, merged)):
                 self._started(merged)
                 async for chunk in super().astream(input, config, **kwargs):
                     yield chunk
         finally:
             self._ended(scope)
 
+    @property
+    def _input_keys(self) -> Collection[str]:
+        return tuple(getattr(self.builder.input_schema, "__annotations__", {}))
+
     def _ended(self, scope: RunScope) -> None:
         if self.on_end is not None:
             self.on_end(scope)
+
+
+@asynccontextmanager
+async def _in_thread(held: AbstractContextManager[object]) -> AsyncIterator[None]:
+    """``held`` entered and left in worker threads (for an async run)."""
+    await asyncio.to_thread(held.__enter__)
+    try:
+        yield
+    finally:
+        await asyncio.to_thread(held.__exit__, None, None, None)
 
 
 def _run_id(config: RunnableConfig) -> str | None:

@@ -1,4 +1,4 @@
-"""A team run from async code: ainvoke / astream on AsyncSqliteSaver.
+"""A team run from async code: ainvoke / astream on AsyncSqliteSaver, or the Team's own saver.
 
 The step nodes are sync (a role subgraph runs with ``.invoke``); under ``ainvoke``
 LangGraph runs them in a thread executor, where ``read_team_state`` still reads
@@ -178,3 +178,28 @@ def test_ainvoke_pauses_for_a_person_and_resumes(tmp_path: Path) -> None:
     assert done["messages"][-1].content == "The login page is designed, in blue as you asked."
     assert any("Use blue" in str(m.content) for m in history)
     assert history[-1].content == "Login page designed in blue."
+
+
+def test_the_teams_own_saver_runs_it_async_with_no_blocking_call_on_the_event_loop(tmp_path: Path) -> None:
+    """``Team(home=...)`` as a notebook builds it, then ``await graph.ainvoke(...)``: the API
+    server's detector of blocking calls (blockbuster) finds none on the loop, lease included."""
+    from blockbuster import blockbuster_ctx
+
+    team = Team(model=ScriptedChatModel(ASK_SCRIPT), home=tmp_path, policy=Policy(ask="human"))
+    graph, config = team.compile(), _config("own-saver")
+
+    async def main() -> tuple[dict, dict, list, list]:
+        with blockbuster_ctx():
+            paused = await graph.ainvoke({"messages": [("user", "Design a login page")]}, config)
+            done = await graph.ainvoke(Command(resume={"ask_1": "Use blue"}), config)
+            history = await team.ahistory(config, "UI Operator_1")
+            states = [state async for state in graph.aget_state_history(config)]
+        return paused, done, history, states
+
+    paused, done, history, states = asyncio.run(main())
+    assert list(paused["__interrupt__"][0].value["requests"]) == ["ask_1"]
+    assert done["messages"][-1].content == "The login page is designed, in blue as you asked."
+    assert history[-1].content == "Login page designed in blue."
+    # The same thread, read by sync code from the same saver: every checkpoint the async run wrote.
+    assert [s.config for s in graph.get_state_history(config)] == [s.config for s in states]
+    assert team.history(config, "UI Operator_1")[-1].content == "Login page designed in blue."

@@ -17,6 +17,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from teamgraph.checkpoints.files import private_database
 from teamgraph.checkpoints.serde import FoldedWrite, TeamSerializer
+from teamgraph.checkpoints.threaded import AsyncInThreads
 from teamgraph.compat import SQLITE_DELTA
 
 DB_FILE = "teamgraph.sqlite"
@@ -211,9 +212,9 @@ class _Load:
     writes: dict[str, list[FoldedWrite]]
 
 
-class TeamSqliteSaver(IntVersions, SqliteSaver):
+class TeamSqliteSaver(AsyncInThreads, IntVersions, SqliteSaver):
     """``SqliteSaver`` with int channel versions (``IntVersions``) that reads a thread's
-    DeltaChannel writes in one scan, and once.
+    DeltaChannel writes in one scan, and once; ``ainvoke`` runs on it too (``AsyncInThreads``).
 
     NOTE: LangGraph's saver asks for each channel's writes with an ``IN`` list of every
     checkpoint id in the chain (5 channels x 2 500 ids at 5 000 messages: 70-80 ms

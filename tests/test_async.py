@@ -9,6 +9,7 @@ tests: no pytest-asyncio).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -180,26 +181,39 @@ def test_ainvoke_pauses_for_a_person_and_resumes(tmp_path: Path) -> None:
     assert history[-1].content == "Login page designed in blue."
 
 
-def test_the_teams_own_saver_runs_it_async_with_no_blocking_call_on_the_event_loop(tmp_path: Path) -> None:
-    """``Team(home=...)`` as a notebook builds it, then ``await graph.ainvoke(...)``: the API
-    server's detector of blocking calls (blockbuster) finds none on the loop, lease included."""
+@pytest.mark.parametrize("saver", ["the Team's", "async sqlite"])
+def test_an_async_run_makes_no_blocking_call_on_the_event_loop(tmp_path: Path, saver: str) -> None:
+    """``await graph.ainvoke(...)`` on the saver ``Team(home=...)`` opens (a notebook cell) or on
+    the async one: the API server's detector of blocking calls (blockbuster) finds none on
+    the loop, the thread's lease included; sync code then reads the same checkpoints."""
     from blockbuster import blockbuster_ctx
 
-    team = Team(model=ScriptedChatModel(ASK_SCRIPT), home=tmp_path, policy=Policy(ask="human"))
-    graph, config = team.compile(), _config("own-saver")
+    config = _config("no-blocking")
 
-    async def main() -> tuple[dict, dict, list, list]:
-        with blockbuster_ctx():
-            paused = await graph.ainvoke({"messages": [("user", "Design a login page")]}, config)
-            done = await graph.ainvoke(Command(resume={"ask_1": "Use blue"}), config)
-            history = await team.ahistory(config, "UI Operator_1")
-            states = [state async for state in graph.aget_state_history(config)]
-        return paused, done, history, states
+    async def main() -> tuple[dict, dict, list, list, Team]:
+        async with contextlib.AsyncExitStack() as stack:
+            given = None
+            if saver == "async sqlite":
+                given = await stack.enter_async_context(open_async_sqlite_saver(tmp_path / "teamgraph.sqlite"))
+            team = Team(
+                model=ScriptedChatModel(ASK_SCRIPT), home=tmp_path, checkpointer=given, policy=Policy(ask="human")
+            )
+            graph = team.compile()
+            with blockbuster_ctx():
+                paused = await graph.ainvoke({"messages": [("user", "Design a login page")]}, config)
+                done = await graph.ainvoke(Command(resume={"ask_1": "Use blue"}), config)
+                history = await team.ahistory(config, "UI Operator_1")
+                states = [state.config for state in await _history(graph, config)]
+        return paused, done, history, states, team
 
-    paused, done, history, states = asyncio.run(main())
+    paused, done, history, states, team = asyncio.run(main())
     assert list(paused["__interrupt__"][0].value["requests"]) == ["ask_1"]
     assert done["messages"][-1].content == "The login page is designed, in blue as you asked."
     assert history[-1].content == "Login page designed in blue."
-    # The same thread, read by sync code from the same saver: every checkpoint the async run wrote.
-    assert [s.config for s in graph.get_state_history(config)] == [s.config for s in states]
-    assert team.history(config, "UI Operator_1")[-1].content == "Login page designed in blue."
+    reader = Team(model=ScriptedChatModel({}), home=tmp_path).compile()
+    assert [s.config for s in reader.get_state_history(config)] == states
+    assert Team(model=ScriptedChatModel({}), home=tmp_path).history(config, "UI Operator_1") == history
+
+
+async def _history(graph: Any, config: dict[str, Any]) -> list[Any]:
+    return [state async for state in graph.aget_state_history(config)]

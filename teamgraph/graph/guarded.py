@@ -195,7 +195,7 @@ class TeamGraph(CompiledStateGraph):
         try:
             # NOTE: the lease is a database or file transaction: taken and given back in a worker
             # thread, so the event loop never waits on the file.
-            async with _in_thread(self._leased(scope, merged)):
+            async with _in_thread(lambda: self._leased(scope, merged)):
                 self._started(merged)
                 async for chunk in super().astream(input, config, **kwargs):
                     yield chunk
@@ -212,9 +212,15 @@ class TeamGraph(CompiledStateGraph):
 
 
 @asynccontextmanager
-async def _in_thread(held: AbstractContextManager[object]) -> AsyncIterator[None]:
-    """``held`` entered and left in worker threads (for an async run)."""
-    await asyncio.to_thread(held.__enter__)
+async def _in_thread(make: Callable[[], AbstractContextManager[object]]) -> AsyncIterator[None]:
+    """The context ``make`` returns, made, entered and left in worker threads (for an async run)."""
+
+    def enter() -> AbstractContextManager[object]:
+        held = make()
+        held.__enter__()
+        return held
+
+    held = await asyncio.to_thread(enter)
     try:
         yield
     finally:

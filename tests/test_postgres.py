@@ -171,3 +171,30 @@ def test_a_resumed_thread_writes_snapshots_of_the_histories_it_loaded(database, 
     after = Team(model=ScriptedChatModel({}), home=tmp_path, checkpointer=db).history(config, "Team Leader")
     assert after[: len(before)] == before
     assert [m.text for m in after if isinstance(m, AIMessage)][-2:] == ["Noted.", "Done."]
+
+
+def test_a_team_on_postgres_runs_async_with_no_blocking_call_on_the_event_loop(postgres_url, tmp_path):  # noqa: F811
+    # NOTE: LangGraph's PostgresSaver has no async methods; the team's lends it its sync ones in worker threads.
+    import asyncio
+
+    from blockbuster import blockbuster_ctx
+    from langgraph.types import Command
+    from test_async import ASK_SCRIPT
+
+    from teamgraph import Policy
+
+    team = Team(
+        model=ScriptedChatModel(ASK_SCRIPT), home=tmp_path, checkpointer=postgres_url, policy=Policy(ask="human")
+    )
+    graph, config = team.compile(), {"configurable": {"thread_id": "pg-async"}}
+
+    async def main() -> tuple[dict, dict, list]:
+        with blockbuster_ctx():
+            paused = await graph.ainvoke({"messages": [("user", "Design a login page")]}, config)
+            done = await graph.ainvoke(Command(resume={"ask_1": "Use blue"}), config)
+            return paused, done, await team.ahistory(config, "UI Operator_1")
+
+    paused, done, history = asyncio.run(main())
+    assert list(paused["__interrupt__"][0].value["requests"]) == ["ask_1"]
+    assert done["messages"][-1].content == "The login page is designed, in blue as you asked."
+    assert team.history(config, "UI Operator_1") == history

@@ -36,6 +36,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from teamgraph.checkpoints.db_lease import CheckpointStoreError, leases_for
 from teamgraph.checkpoints.saver import DB_FILE, open_sqlite_saver
 from teamgraph.checkpoints.serde import TeamSerializer
+from teamgraph.checkpoints.threaded import lend_async
 from teamgraph.redaction import redact
 
 __all__ = [
@@ -169,6 +170,7 @@ def _open_postgres(url: str) -> BaseCheckpointSaver:
         lambda: psycopg.Connection.connect(url, **settings),
         errors=(psycopg.OperationalError, psycopg.InterfaceError, CheckpointStoreError),
     )
+    lend_async(saver)  # NOTE: `await graph.ainvoke(...)` on it, each call in a worker thread
     return saver
 
 

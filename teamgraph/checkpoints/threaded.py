@@ -7,18 +7,22 @@ connection behind the saver's lock), so running each in a thread keeps the event
 free of the file's I/O and reads and writes the same rows, through the same fence
 (``db_lease.py`` wraps the instance's ``put`` and ``put_writes``, which these call).
 ``teamgraph.checkpoints.aio`` stays the saver of a program that is async throughout.
+
+LangGraph's ``PostgresSaver`` gets the same methods on its instance (``lend_async``):
+its class stays LangGraph's, which the shared-home check and the store read.
 """
 
 from __future__ import annotations
 
 import asyncio
+import types
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata, CheckpointTuple
 
-__all__ = ["AsyncInThreads"]
+__all__ = ["AsyncInThreads", "lend_async"]
 
 
 class AsyncInThreads:
@@ -63,3 +67,10 @@ class AsyncInThreads:
         return await asyncio.to_thread(
             lambda: self.get_delta_channel_history(config=config, channels=channels)  # type: ignore[attr-defined]
         )
+
+
+def lend_async(saver: Any) -> None:
+    """Give a sync saver instance ``AsyncInThreads``' methods (they call its own, patched ones)."""
+    for name, method in vars(AsyncInThreads).items():
+        if name.startswith("a") and callable(method):
+            setattr(saver, name, types.MethodType(method, saver))

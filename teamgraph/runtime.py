@@ -8,7 +8,6 @@ clock. Nodes, tools and the router receive it when the graph is built.
 
 from __future__ import annotations
 
-import re
 import threading
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -24,6 +23,7 @@ from langgraph.config import get_store
 from langgraph.store.base import BaseStore
 from langgraph.store.memory import InMemoryStore
 
+from teamgraph.audit.project import folder_name
 from teamgraph.audit.tokens import Price
 from teamgraph.calls import CallPool, Calls
 from teamgraph.checkpoints.memory import memory_namespace
@@ -41,7 +41,6 @@ CUSTOM_ROLES_DIR = "roles"
 PROJECT_DIR = "project"
 PROJECT_NAME_KEY = "project_name"
 """The config key (``configurable``) that names a thread's project folder."""
-_UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 class Clock(Protocol):
@@ -135,7 +134,7 @@ class TeamRuntime:
         """
         configurable = (config or {}).get("configurable", {})
         name = configurable.get(PROJECT_NAME_KEY) or self.project or configurable.get("thread_id") or "default"
-        safe = _UNSAFE_NAME.sub("_", str(name)).strip("._") or "default"
+        safe = folder_name(str(name)) or "default"
         folder = self.project_dir / safe
         folder.mkdir(parents=True, exist_ok=True)
         return folder

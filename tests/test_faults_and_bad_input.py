@@ -256,3 +256,36 @@ def test_an_input_key_the_team_does_not_take_is_refused_and_changes_nothing(valu
     assert set(value) - {"messages"} <= set(str(refused.value).split("'"))
     assert graph.get_state(CONFIG).values == {}
     assert graph.invoke({"messages": [("user", "Hi")]}, CONFIG)["messages"][-1].content == "Done."
+
+
+def test_a_thread_id_in_any_script_or_of_any_length_gets_a_folder_of_its_own(tmp_path):
+    # NOTE: a Chinese thread id left nothing of the ASCII-only name ("No project name"), and a
+    # 300-character one failed mid-run on a file name too long for the file system.
+    team = Team(model=_scripted({"Team Leader": ["Done."] * 4}), home=tmp_path)
+    graph = team.compile()
+    threads = ["项目一", "项目二", "x" * 300, "y" * 300]
+    for thread in threads:
+        out = graph.invoke({"messages": [("user", "Hi")]}, {"configurable": {"thread_id": thread}})
+        assert out["messages"][-1].content == "Done."
+    folders = sorted(p.name for p in (tmp_path / "logs").iterdir())
+    assert len(folders) == len(threads) and "项目一" in folders and "项目二" in folders
+    assert all(len(name.encode()) <= 200 for name in folders)
+
+
+@pytest.mark.parametrize(
+    ("raw", "name"),
+    [("t1", "t1"), ("a b/c", "a_b_c"), ("../../x", "x"), ("项目 v2", "v2"), ("项目一", "项目一"), ("...", None)],
+)
+def test_a_folder_name_is_the_one_earlier_versions_gave_whenever_they_gave_one(raw, name):
+    from teamgraph.audit.project import folder_name
+
+    assert folder_name(raw) == name
+
+
+@pytest.mark.parametrize(("thread", "kind"), [("", "thread_id"), ("...", "project name")])
+def test_a_thread_id_that_names_no_folder_is_refused_before_anything_is_written(thread, kind, tmp_path):
+    graph = Team(model=_scripted(), home=tmp_path).compile()
+    config = {"configurable": {"thread_id": thread}}
+    with pytest.raises(ValueError, match=kind):
+        graph.invoke({"messages": [("user", "Hi")]}, config)
+    assert list(graph.checkpointer.list(None)) == []

@@ -15,6 +15,7 @@ derived again from the checkpoints, whole, at the thread's next run.
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import re
 from pathlib import Path
@@ -25,6 +26,30 @@ from langchain_core.runnables import RunnableConfig
 PROJECT_NAME_KEY = "project_name"
 LOGS_DIR = "logs"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_UNSAFE_IN_ANY_SCRIPT = re.compile(r"[^\w.-]+")
+MAX_FOLDER_BYTES = 200
+"""The longest folder name kept whole (UTF-8 bytes). NOTE: the log's day files and archives
+add 29 bytes to it (``audit/rotation.py``), and most file systems allow 255 a name."""
+
+
+def folder_name(raw: str) -> str | None:
+    """``raw`` (a project name or a thread id) as one folder name; None if nothing of it can name one.
+
+    ASCII letters, digits, ``.``, ``_`` and ``-`` are kept and every other run of characters
+    becomes ``_``: the names earlier versions gave, so a thread keeps its folders. A name
+    with nothing left that way (``项目一``) keeps the letters and digits of its own script.
+    A name longer than ``MAX_FOLDER_BYTES`` keeps its start and a hash of the whole, so two
+    long names never share a folder.
+    """
+    name = _UNSAFE.sub("_", raw).strip("._")
+    if not name:
+        name = _UNSAFE_IN_ANY_SCRIPT.sub("_", raw).strip("._")
+    if not name:
+        return None
+    if len(name.encode()) > MAX_FOLDER_BYTES:
+        start = name.encode()[:60].decode(errors="ignore").rstrip("._-")
+        name = f"{start}-{hashlib.sha256(raw.encode()).hexdigest()[:12]}"
+    return name
 
 
 def project_name(config: RunnableConfig) -> str:
@@ -34,14 +59,14 @@ def project_name(config: RunnableConfig) -> str:
         config: The run's config.
 
     Returns:
-        A name safe as one folder name (other characters become ``_``).
+        A name safe as one folder name (``folder_name``).
 
     Raises:
         ValueError: If the config names neither a project nor a thread.
     """
     configurable = config.get("configurable") or {}
     raw = configurable.get(PROJECT_NAME_KEY) or configurable.get("thread_id")
-    name = _UNSAFE.sub("_", str(raw or "")).strip("._")
+    name = folder_name(str(raw or ""))
     if not name:
         raise ValueError(
             "No project name: pass config={'configurable': {'thread_id': ..., 'project_name': ...}} "

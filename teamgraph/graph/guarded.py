@@ -118,7 +118,7 @@ class TeamGraph(CompiledStateGraph):
         merged = effective_config(self, config)
         own = self.checkpointer is not None and self.checkpointer is not False
         scope = scope_of(merged.get("configurable") or {}, own_checkpointer=own)
-        if scope.saved and scope.thread is None:
+        if scope.saved and not scope.thread:
             # NOTE: LangGraph's own check passes once RUN_KEY is added below; its saver then raises KeyError.
             raise ValueError(NO_THREAD)
         added: dict[str, Any] = {RUN_KEY: scope.key}

@@ -217,3 +217,40 @@ def test_an_async_run_makes_no_blocking_call_on_the_event_loop(tmp_path: Path, s
 
 async def _history(graph: Any, config: dict[str, Any]) -> list[Any]:
     return [state async for state in graph.aget_state_history(config)]
+
+
+def test_an_async_run_cancelled_while_it_takes_its_lease_gives_the_lease_back(tmp_path: Path, monkeypatch) -> None:
+    """A notebook's cell stopped as the run starts: the thread is not left busy in this process."""
+    import threading
+
+    from teamgraph.checkpoints.db_lease import DbLeases
+    from teamgraph.checkpoints.lease import ThreadBusyError
+
+    acquire, started, proceed = DbLeases.acquire, threading.Event(), threading.Event()
+
+    def held_back(self: Any, thread_id: str, holder: Any) -> None:
+        started.set()
+        proceed.wait(10)  # NOTE: the run is cancelled while its worker thread is here
+        acquire(self, thread_id, holder)
+
+    monkeypatch.setattr(DbLeases, "acquire", held_back)
+    team = Team(model=ScriptedChatModel({"Team Leader": ["Done."]}), home=tmp_path)
+    graph, config = team.compile(), _config("cancelled")
+
+    async def main() -> str:
+        run = asyncio.ensure_future(graph.ainvoke({"messages": [("user", "Hi")]}, config))
+        await asyncio.to_thread(started.wait, 10)
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+        monkeypatch.setattr(DbLeases, "acquire", acquire)
+        proceed.set()
+        for _ in range(100):  # NOTE: a bound, not a timing: the lease is given back once taken
+            try:
+                out = await graph.ainvoke({"messages": [("user", "Hi")]}, config)
+                return out["messages"][-1].content
+            except ThreadBusyError:
+                await asyncio.sleep(0.05)
+        raise AssertionError("the cancelled run kept the thread's lease")
+
+    assert asyncio.run(main()) == "Done."

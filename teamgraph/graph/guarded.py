@@ -21,6 +21,7 @@ keys, crash on ``resume=None``, ``{}`` dropped).
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping
 from contextlib import AbstractContextManager, asynccontextmanager, nullcontext
 from pathlib import Path
@@ -220,11 +221,22 @@ async def _in_thread(make: Callable[[], AbstractContextManager[object]]) -> Asyn
         held.__enter__()
         return held
 
-    held = await asyncio.to_thread(enter)
+    entering = asyncio.ensure_future(asyncio.to_thread(enter))
+    try:
+        held = await asyncio.shield(entering)
+    except asyncio.CancelledError:
+        entering.add_done_callback(_leave_once_entered)  # NOTE: the thread may take the lease all the same
+        raise
     try:
         yield
     finally:
-        await asyncio.to_thread(held.__exit__, None, None, None)
+        await asyncio.shield(asyncio.to_thread(held.__exit__, None, None, None))
+
+
+def _leave_once_entered(entering: asyncio.Future[AbstractContextManager[object]]) -> None:
+    """Leave the context a cancelled run's thread entered (its lease given back), in a thread of its own."""
+    if not entering.cancelled() and entering.exception() is None:
+        threading.Thread(target=entering.result().__exit__, args=(None, None, None), daemon=True).start()
 
 
 def _run_id(config: RunnableConfig) -> str | None:

@@ -114,14 +114,21 @@ class TeamGraph(CompiledStateGraph):
         self.on_end = on_end
         self.on_start = on_start
 
-    def _scoped(self, config: Any) -> tuple[RunScope, dict[str, Any], RunnableConfig]:
-        """The run's scope, the config to run it with, and the merged config it will have."""
+    def _scoped(self, input: Any, config: Any) -> tuple[RunScope, dict[str, Any], RunnableConfig]:  # noqa: A002
+        """The run's scope, the config to run it with, and the merged config it will have.
+
+        Raises:
+            ResumeValueError, ValueError: What the run was given cannot start it (see the module doc).
+        """
+        check_resume(input)
         merged = effective_config(self, config)
         own = self.checkpointer is not None and self.checkpointer is not False
         scope = scope_of(merged.get("configurable") or {}, own_checkpointer=own)
         if scope.saved and not scope.thread:
             # NOTE: LangGraph's own check passes once RUN_KEY is added below; its saver then raises KeyError.
             raise ValueError(NO_THREAD)
+        if not scope.nested:  # NOTE: a nested run's input is its parent's state
+            check_input(input, tuple(getattr(self.builder.input_schema, "__annotations__", {})))
         added: dict[str, Any] = {RUN_KEY: scope.key}
         if not scope.saved and CONFIG_KEY_CHECKPOINTER in (merged.get("configurable") or {}):
             # NOTE: a parent graph without a checkpointer saves nothing, and the team's "sync"
@@ -177,10 +184,7 @@ class TeamGraph(CompiledStateGraph):
             self.on_start(merged)
 
     def stream(self, input: Any, config: Any = None, **kwargs: Any) -> Iterator[Any]:  # noqa: A002
-        check_resume(input)
-        scope, config, merged = self._scoped(config)
-        if not scope.nested:
-            check_input(input, self._input_keys)
+        scope, config, merged = self._scoped(input, config)
         try:
             with self._leased(scope, merged):
                 self._started(merged)
@@ -189,10 +193,7 @@ class TeamGraph(CompiledStateGraph):
             self._ended(scope)
 
     async def astream(self, input: Any, config: Any = None, **kwargs: Any) -> AsyncIterator[Any]:  # noqa: A002
-        check_resume(input)
-        scope, config, merged = self._scoped(config)
-        if not scope.nested:
-            check_input(input, self._input_keys)
+        scope, config, merged = self._scoped(input, config)
         try:
             # NOTE: the lease is a database or file transaction: taken and given back in a worker
             # thread, so the event loop never waits on the file.
@@ -202,10 +203,6 @@ class TeamGraph(CompiledStateGraph):
                     yield chunk
         finally:
             self._ended(scope)
-
-    @property
-    def _input_keys(self) -> Collection[str]:
-        return tuple(getattr(self.builder.input_schema, "__annotations__", {}))
 
     def _ended(self, scope: RunScope) -> None:
         if self.on_end is not None:

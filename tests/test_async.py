@@ -101,11 +101,17 @@ def test_async_thread_is_readable_by_sync_code(tmp_path: Path) -> None:
     assert read == written
 
 
-def test_astream_and_parallel_threads(tmp_path: Path) -> None:
+@pytest.mark.parametrize("own_saver", [False, True], ids=["async-sqlite", "teams-own"])
+def test_astream_and_parallel_threads(tmp_path: Path, own_saver: bool) -> None:
     """Several threads at once on one saver, one of them streamed token by token."""
 
     async def main() -> tuple[set[str], list[dict[str, Any]], list]:
-        async with open_async_sqlite_saver(tmp_path / "teamgraph.sqlite") as saver:
+        async with contextlib.AsyncExitStack() as stack:
+            saver = (
+                None
+                if own_saver
+                else await stack.enter_async_context(open_async_sqlite_saver(tmp_path / "teamgraph.sqlite"))
+            )
             graph = _demo_team(tmp_path, saver).compile()
             agents: set[str] = set()
 
@@ -254,3 +260,47 @@ def test_an_async_run_cancelled_while_it_takes_its_lease_gives_the_lease_back(tm
         raise AssertionError("the cancelled run kept the thread's lease")
 
     assert asyncio.run(main()) == "Done."
+
+
+@pytest.mark.parametrize("holder, second", [("async", "async"), ("async", "sync"), ("sync", "async")])
+def test_a_second_run_of_a_thread_under_way_is_refused_whichever_side_is_async(
+    tmp_path: Path, holder: str, second: str
+) -> None:
+    """The Team's own saver: a run holds its thread while its model call is under way; a second run of
+    that thread (from the loop, or sync from a worker thread) is refused and changes nothing; other threads run."""
+    import threading
+
+    from teamgraph.checkpoints.lease import ThreadBusyError
+
+    entered, release, calls = threading.Event(), threading.Event(), []
+
+    def held(messages: Any) -> str:
+        calls.append(messages)
+        if len(calls) > 1:
+            return "Other."  # NOTE: the other thread's leader (a thread's first turn is this one too)
+        entered.set()
+        release.wait(10)  # NOTE: the second run is tried while the first is here
+        return "First."
+
+    team = Team(model=ScriptedChatModel({"Team Leader": [held]}), home=tmp_path)
+    graph, busy, other = team.compile(), _config("busy"), _config("other")
+
+    async def run(how: str, config: dict[str, Any], text: str) -> dict:
+        payload = {"messages": [("user", text)]}
+        if how == "async":
+            return await graph.ainvoke(payload, config)
+        return await asyncio.to_thread(graph.invoke, payload, config)
+
+    async def main() -> tuple[dict, str]:
+        first = asyncio.ensure_future(run(holder, busy, "Go"))
+        await asyncio.to_thread(entered.wait, 10)
+        with pytest.raises(ThreadBusyError):
+            await run(second, busy, "Me too")
+        elsewhere = await run(second, other, "Hi")  # NOTE: another thread runs meanwhile
+        release.set()
+        return await first, elsewhere["messages"][-1].content
+
+    done, elsewhere = asyncio.run(main())
+    assert [m.content for m in done["messages"]] == ["Go", "First."]  # the refused run left no message
+    assert elsewhere == "Other."
+    assert [m.content for m in graph.get_state(busy).values["messages"]] == ["Go", "First."]

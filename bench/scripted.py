@@ -26,18 +26,39 @@ Policy = Callable[[Sequence[BaseMessage], int], AIMessage]
 """`policy(messages, call_index) -> AIMessage`: what the model answers on its n-th call."""
 
 MESSAGE_CHARS = 500
-_LOREM = (
-    "Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor "
-    "incididunt ut labore et dolore magna aliqua. Ut enim ad minim veniam, quis nostrud "
-    "exercitation ullamco laboris nisi ut aliquip ex ea commodo consequat. "
-)
+# NOTE: English-like text that does not repeat (common words, Zipf-weighted, seeded by the
+# tag): a repeated Lorem ipsum compresses far better than a model's answers do, and would
+# flatter any saver that compresses. zlib level 1 keeps 0.55 of a 500-character message
+# and 0.42 of 20 000 characters, as it keeps 0.57 and 0.37 of Python's own docstrings.
+_WORDS = (
+    "the of and to a in is it you that he was for on are with as his they be at one have "
+    "this from or had by not word but what some we can out other were all there when up use "
+    "your how said an each she which do their time if will way about many then them write "
+    "would like so these her long make thing see him two has look more day could go come did "
+    "number sound no most people my over know water than call first who may down side been "
+    "now find any new work part take get place made live where after back little only round "
+    "man year came show every good me give our under name very through just form sentence "
+    "great think say help low line differ turn cause much mean before move right boy old too "
+    "same tell does set three want air well also play small end put home read hand port large "
+    "spell add even land here must big high such follow act why ask men change went light "
+    "kind off need house picture try us again animal point mother world near build self earth "
+    "father head stand own page should country found answer school grow study still learn "
+    "plant cover food sun four between state keep eye never last let thought city tree cross "
+    "farm hard start might story saw far sea draw left late run while press close night real "
+    "life few north"
+).split()
+_WEIGHTS = [1 / (rank + 1) ** 0.9 for rank in range(len(_WORDS))]
 
 
 def filler(tag: str, size: int = MESSAGE_CHARS) -> str:
     """Deterministic text of exactly `size` characters, starting with `[tag] `."""
-    head = f"[{tag}] "
-    body = _LOREM * (size // len(_LOREM) + 1)
-    return (head + body)[:size]
+    rng = random.Random(tag)  # NOTE: a str seed is hashed with SHA-512: the same in every process
+    parts, length = [f"[{tag}] "], len(tag) + 3
+    while length < size:
+        sentence = " ".join(rng.choices(_WORDS, _WEIGHTS, k=16)) + ". "
+        parts.append(sentence)
+        length += len(sentence)
+    return "".join(parts)[:size]
 
 
 class ModelMeter:

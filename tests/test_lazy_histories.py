@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import linecache
 import pickle
+import random
 import sys
 import threading
 import uuid
@@ -30,10 +31,12 @@ from pg_fixtures import postgres_server, postgres_url  # noqa: F401
 from teamgraph import ScriptedChatModel, Team
 from teamgraph.checkpoints.serde import (
     CHECKPOINT_TYPE,
+    COMPRESSED,
     HISTORY_APPEND_TYPE,
     HISTORY_SNAPSHOT_TYPE,
     RECORDS_UPDATE_TYPE,
     TeamSerializer,
+    uncompressed,
 )
 from teamgraph.history import EncodedMessages, Histories, History, HistoryAppend, join_history
 from teamgraph.state import EncodedRecord, RecordsUpdate, merge_records
@@ -187,7 +190,7 @@ def test_the_serializer_stores_a_history_append_as_batches_and_everything_else_a
     serde, plain = TeamSerializer(), JsonPlusSerializer()
     write = HistoryAppend({LEADER: sample(5, "l"), R1: sample(2, "r")})
     type_, data = serde.dumps_typed(write)
-    assert type_ == HISTORY_APPEND_TYPE
+    assert uncompressed((type_, data))[0] == HISTORY_APPEND_TYPE
     loaded = serde.loads_typed((type_, data))
     assert type(loaded) is dict and set(loaded) == {LEADER, R1}
     assert all(isinstance(h, History) and not h.decoded for h in loaded.values())
@@ -195,14 +198,26 @@ def test_the_serializer_stores_a_history_append_as_batches_and_everything_else_a
     assert [type(m) for m in loaded[LEADER]] == [type(m) for m in write[LEADER]]
     assert loaded[LEADER][1].tool_calls == write[LEADER][1].tool_calls
 
-    # Anything else: LangGraph's own bytes, readable by LangGraph's own serializer.
+    # Anything else: LangGraph's own bytes once uncompressed, readable by LangGraph's own serializer.
     other = {"messages": sample(3, "m"), "n": 1}
-    assert serde.dumps_typed(other) == plain.dumps_typed(other)
-    assert plain.loads_typed(serde.dumps_typed(dict(write))) == dict(write)
+    assert uncompressed(serde.dumps_typed(other)) == plain.dumps_typed(other)
+    assert plain.loads_typed(uncompressed(serde.dumps_typed(dict(write)))) == dict(write)
 
     # A History anywhere else (values read from a thread and written back) is stored as a list.
     history = History([encoded(sample(4, "s"))])
-    assert plain.loads_typed(serde.dumps_typed({"copy": [history]})) == {"copy": [list(history)]}
+    assert plain.loads_typed(uncompressed(serde.dumps_typed({"copy": [history]}))) == {"copy": [list(history)]}
+
+
+def test_a_value_is_stored_compressed_when_that_makes_it_smaller_and_a_plain_one_still_loads():
+    serde, plain = TeamSerializer(), JsonPlusSerializer()
+    value = {"messages": sample(20, "m"), "n": 1}
+    type_, data = serde.dumps_typed(value)
+    assert type_ == "msgpack" + COMPRESSED and len(data) < len(plain.dumps_typed(value)[1])
+    # NOTE: what an earlier version stored, uncompressed, loads as it is.
+    assert serde.loads_typed((type_, data)) == serde.loads_typed(plain.dumps_typed(value)) == value
+    noise = random.Random(7).randbytes(2000)
+    for kept_as_is in (None, 7, "v", noise):  # nothing to gain: too short, or incompressible
+        assert serde.dumps_typed(kept_as_is) == plain.dumps_typed(kept_as_is)
 
 
 def test_a_snapshot_of_histories_is_stored_as_batches_and_loads_undecoded():
@@ -222,7 +237,7 @@ def test_a_snapshot_of_histories_is_stored_as_batches_and_loads_undecoded():
     }
     for obj, type_ in ((checkpoint, CHECKPOINT_TYPE), (_DeltaSnapshot(value), HISTORY_SNAPSHOT_TYPE)):
         stored = serde.dumps_typed(obj)
-        assert stored[0] == type_ and not kept.decoded  # NOTE: an undecoded batch is stored as it is
+        assert uncompressed(stored)[0] == type_ and not kept.decoded  # NOTE: an undecoded batch is stored as it is
         loaded = serde.loads_typed(stored)
         snapshot = loaded["channel_values"]["histories"] if type_ == CHECKPOINT_TYPE else loaded
         assert isinstance(snapshot, _DeltaSnapshot) and set(snapshot.value) == {LEADER, R1, U1}
@@ -254,11 +269,11 @@ def test_records_are_stored_one_by_one_and_only_the_surviving_ones_are_decoded()
     first = RecordsUpdate({"ask_1": {"id": "ask_1", "status": "open", "payload": {"q": "x"}}, "ask_2": {"id": "ask_2"}})
     second = RecordsUpdate({"ask_1": {"id": "ask_1", "status": "answered", "answer": ["a", 1, None, 2.5]}})
     stored = [serde.dumps_typed(w) for w in (first, second)]
-    assert {type_ for type_, _ in stored} == {RECORDS_UPDATE_TYPE}
+    assert {uncompressed(s)[0] for s in stored} == {RECORDS_UPDATE_TYPE}
     assert [serde.loads_typed(s) for s in stored] == [dict(first), dict(second)]
 
     # As the Team's saver replays them: encoded records, decoded by the reducer if they stay.
-    replayed = [serde.encoded_records(data) for _, data in stored]
+    replayed = [serde.encoded_records(uncompressed(s)[1]) for s in stored]
     assert all(isinstance(r, EncodedRecord) for w in replayed for r in w.values())
     folded = merge_records({}, replayed)
     assert folded == {"ask_1": dict(second)["ask_1"], "ask_2": {"id": "ask_2"}}
@@ -267,7 +282,7 @@ def test_records_are_stored_one_by_one_and_only_the_surviving_ones_are_decoded()
     # A record that is not plain data is stored as LangGraph stores it (and still reads back).
     for odd_value in (_DeltaSnapshot(1), datetime.now(UTC), uuid.uuid4(), HistoryAppend({"a": []})):
         odd = RecordsUpdate({"x": {"when": odd_value}})
-        type_, data = serde.dumps_typed(odd)
+        type_, data = uncompressed(serde.dumps_typed(odd))
         assert type_ == "msgpack" and plain.loads_typed((type_, data)) == dict(odd), odd_value
 
 

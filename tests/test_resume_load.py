@@ -21,7 +21,7 @@ from typing_extensions import TypedDict
 from teamgraph import ScriptedChatModel, Team
 from teamgraph.checkpoints import collector, open_sqlite_saver
 from teamgraph.checkpoints.saver import TeamSqliteSaver, _WalkSerde
-from teamgraph.checkpoints.serde import HISTORY_APPEND_TYPE, TeamSerializer
+from teamgraph.checkpoints.serde import HISTORY_APPEND_TYPE, TeamSerializer, uncompressed
 from teamgraph.compat import DELTA_SNAPSHOT
 from tests.saver_fixtures import CHANNELS, plain, second_turn
 from tests.test_calls_in_flight import two_members as script
@@ -79,7 +79,7 @@ def test_the_collector_is_on_after_a_run_a_get_state_a_resumed_run_and_a_failed_
     second_turn(team_home, config)
     assert _collecting()
     with sqlite3.connect(team.db_path) as conn:
-        assert conn.execute("UPDATE writes SET value = x'c1' WHERE type = ?", (HISTORY_APPEND_TYPE,)).rowcount
+        assert conn.execute("UPDATE writes SET value = x'c1' WHERE type LIKE ?", (HISTORY_APPEND_TYPE + "%",)).rowcount
     with pytest.raises(Exception):  # noqa: B017 - what matters here is the collector after it
         Team(model=ScriptedChatModel({}), home=team_home).state(config)
     assert _collecting()
@@ -130,14 +130,15 @@ def _appended(current: list[int] | None, writes: list[list[int]]) -> list[int]:
 
 
 def _snapshots_by_checkpoint(db_path) -> dict[str, tuple[str, set[str]]]:
-    """Each stored checkpoint's type tag and the channels it holds a snapshot of."""
+    """Each stored checkpoint's type tag (uncompressed) and the channels it holds a snapshot of."""
     serde = TeamSerializer()
     with sqlite3.connect(db_path) as conn:
         rows = conn.execute("SELECT checkpoint_id, type, checkpoint FROM checkpoints").fetchall()
     found = {}
     for cid, type_tag, blob in rows:
         values = serde.loads_typed((type_tag, blob))["channel_values"]
-        found[cid] = (type_tag, {ch for ch, v in values.items() if isinstance(v, DELTA_SNAPSHOT)})
+        snapshots = {ch for ch, v in values.items() if isinstance(v, DELTA_SNAPSHOT)}
+        found[cid] = (uncompressed((type_tag, blob))[0], snapshots)
     return found
 
 

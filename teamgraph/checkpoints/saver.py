@@ -16,7 +16,7 @@ from langgraph.checkpoint.base import Checkpoint, CheckpointTuple, DeltaChannelH
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from teamgraph.checkpoints.files import private_database
-from teamgraph.checkpoints.serde import FoldedWrite, TeamSerializer
+from teamgraph.checkpoints.serde import FoldedWrite, TeamSerializer, uncompressed
 from teamgraph.checkpoints.threaded import AsyncInThreads
 from teamgraph.compat import SQLITE_DELTA
 
@@ -152,7 +152,7 @@ class _WalkSerde:
         return start < 0 or end < start or self._keys.search(blob, start, end) is not None
 
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
-        type_tag, blob = data
+        type_tag, blob = data = uncompressed(data)
         if type_tag == "msgpack" and not self._may_hold_channels(blob):
             return {}
         return self.serde.loads_typed(data)

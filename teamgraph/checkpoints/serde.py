@@ -9,14 +9,20 @@ starts from a snapshot decodes nothing either. A changed record is stored on its
 (a :class:`~teamgraph.state.RecordsUpdate`). Everything else is LangGraph's
 ``JsonPlusSerializer`` as is (its msgpack format, its allowlist).
 
-NOTE: only a saver built with this serializer can read the histories it wrote (a
-plain ``SqliteSaver`` on the same file raises ``Unknown serialization type``); every
-saver ``teamgraph.checkpoints`` opens uses it.
+Every stored value is then compressed with zlib when that makes it smaller, under its
+type tag plus ``:zlib``: a model's text and the keys every message and record repeats
+keep about 0.6 of their bytes, and a snapshot of the histories, whose agents share
+messages, about 0.2. Values stored uncompressed, by earlier versions, load as they are.
+
+NOTE: only a saver built with this serializer can read what it wrote (a plain
+``SqliteSaver`` on the same file raises ``Unknown serialization type``); every saver
+``teamgraph.checkpoints`` opens uses it, and a user's ``EncryptedSerializer`` may wrap it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import zlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -30,16 +36,22 @@ from teamgraph.state import EncodedRecord, RecordsUpdate
 
 __all__ = [
     "CHECKPOINT_TYPE",
+    "COMPRESSED",
     "HISTORY_APPEND_TYPE",
     "HISTORY_SNAPSHOT_TYPE",
     "RECORDS_UPDATE_TYPE",
     "TeamSerializer",
+    "uncompressed",
 ]
 
 HISTORY_APPEND_TYPE = "teamgraph-history-append"
 RECORDS_UPDATE_TYPE = "teamgraph-records-update"
 HISTORY_SNAPSHOT_TYPE = "teamgraph-history-snapshot"  # NOTE: a snapshot alone (PostgresSaver's blobs)
 CHECKPOINT_TYPE = "teamgraph-checkpoint"  # NOTE: a checkpoint holding one (SqliteSaver's checkpoint rows)
+COMPRESSED = ":zlib"  # NOTE: not "+": EncryptedSerializer takes what follows the first "+" as its cipher
+# NOTE: level 1: levels up to 6 kept 2 % fewer bytes of the bench's writes for twice the CPU.
+_LEVEL = 1
+_COMPRESS_FROM = 32  # NOTE: bytes; shorter values (None, a version, a branch marker) gain nothing
 # NOTE: a record is stored on its own only if it is plain data: anything msgpack would turn
 # into something else on the way back (a datetime, a UUID, an enum, a dataclass, a str or
 # dict subclass) raises here, and the write is stored as LangGraph's serializer stores it.
@@ -72,6 +84,17 @@ class TeamSerializer(JsonPlusSerializer):
     """``JsonPlusSerializer`` whose histories writes load undecoded (see the module docstring)."""
 
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        type_, data = self._dumps(obj)
+        if len(data) >= _COMPRESS_FROM:
+            packed = zlib.compress(data, _LEVEL)
+            if len(packed) < len(data):
+                return type_ + COMPRESSED, packed
+        return type_, data
+
+    def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        return self._loads(uncompressed(data))
+
+    def _dumps(self, obj: Any) -> tuple[str, bytes]:
         if isinstance(obj, HistoryAppend):
             # NOTE: each agent's batch is what LangGraph's serializer makes of the list.
             batches = {}
@@ -102,7 +125,7 @@ class TeamSerializer(JsonPlusSerializer):
                 raise
             return super().dumps_typed(plain)
 
-    def loads_typed(self, data: tuple[str, bytes]) -> Any:
+    def _loads(self, data: tuple[str, bytes]) -> Any:
         type_, payload = data
         if type_ == HISTORY_APPEND_TYPE:
             return {agent: History([batch]) for agent, batch in self.history_batches(payload).items()}
@@ -156,6 +179,8 @@ class TeamSerializer(JsonPlusSerializer):
         per batch or record, not a write, a dict and a History per superstep. What is folded
         is still bytes, so a saver may keep it and hand every reader its own objects.
         """
+        stored = [uncompressed(pair) for pair in zip(types, blobs, strict=True)]
+        types, blobs = [kind for kind, _ in stored], [blob for _, blob in stored]
         out: list[FoldedWrite] = []
         for kind, start, end in _runs(types):
             if kind == HISTORY_APPEND_TYPE:
@@ -201,6 +226,14 @@ class TeamSerializer(JsonPlusSerializer):
     def decode_messages(self, blob: bytes) -> list[AnyMessage]:
         """A batch of messages as :meth:`dumps_typed` encoded it (with this serializer's allowlist)."""
         return super().loads_typed(("msgpack", blob))
+
+
+def uncompressed(data: tuple[str, bytes]) -> tuple[str, bytes]:
+    """A stored ``(type, bytes)`` as it was before :meth:`TeamSerializer.dumps_typed` compressed it."""
+    type_, payload = data
+    if type_.endswith(COMPRESSED):
+        return type_[: -len(COMPRESSED)], zlib.decompress(payload)
+    return type_, payload
 
 
 def _runs(types: list[str]) -> Iterator[tuple[str, int, int]]:

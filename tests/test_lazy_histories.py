@@ -220,6 +220,20 @@ def test_a_value_is_stored_compressed_when_that_makes_it_smaller_and_a_plain_one
         assert serde.dumps_typed(kept_as_is) == plain.dumps_typed(kept_as_is)
 
 
+def test_a_large_value_is_compressed_only_if_it_holds_a_delta_channel_snapshot():
+    # NOTE: a large plain value is stored whole at every step; a snapshot once in thousands.
+    serde, plain = TeamSerializer(), JsonPlusSerializer()
+    messages = sample(400, "big")
+    assert len(plain.dumps_typed(messages)[1]) > 64 * 1024
+    assert serde.dumps_typed(messages) == plain.dumps_typed(messages)
+    checkpoint = {"v": 4, "id": "c1", "channel_versions": {"messages": 3}, "channel_values": {"messages": messages}}
+    assert serde.dumps_typed(checkpoint)[0] == "msgpack"
+    checkpoint["channel_values"]["messages"] = _DeltaSnapshot(messages)
+    for snapshot in (checkpoint, _DeltaSnapshot(messages)):
+        type_, data = serde.dumps_typed(snapshot)
+        assert type_.endswith(COMPRESSED) and len(data) < len(uncompressed((type_, data))[1])
+
+
 def test_a_snapshot_of_histories_is_stored_as_batches_and_loads_undecoded():
     serde = TeamSerializer()
     kept, fresh = encoded(sample(4, "k")), sample(3, "f")

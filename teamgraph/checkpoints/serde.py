@@ -9,10 +9,11 @@ starts from a snapshot decodes nothing either. A changed record is stored on its
 (a :class:`~teamgraph.state.RecordsUpdate`). Everything else is LangGraph's
 ``JsonPlusSerializer`` as is (its msgpack format, its allowlist).
 
-Every stored value is then compressed with zlib when that makes it smaller, under its
-type tag plus ``:zlib``: a model's text and the keys every message and record repeats
-keep about 0.6 of their bytes, and a snapshot of the histories, whose agents share
-messages, about 0.2. Values stored uncompressed, by earlier versions, load as they are.
+Every stored value up to 64 KB, and every DeltaChannel snapshot, is then compressed with
+zlib when that makes it smaller, under its type tag plus ``:zlib``: a model's text and
+the keys every message and record repeats keep about 0.6 of their bytes, and a snapshot
+of the histories, whose agents share messages, about a quarter. Values stored
+uncompressed, by earlier versions, load as they are.
 
 NOTE: only a saver built with this serializer can read what it wrote (a plain
 ``SqliteSaver`` on the same file raises ``Unknown serialization type``); every saver
@@ -49,9 +50,14 @@ RECORDS_UPDATE_TYPE = "teamgraph-records-update"
 HISTORY_SNAPSHOT_TYPE = "teamgraph-history-snapshot"  # NOTE: a snapshot alone (PostgresSaver's blobs)
 CHECKPOINT_TYPE = "teamgraph-checkpoint"  # NOTE: a checkpoint holding one (SqliteSaver's checkpoint rows)
 COMPRESSED = ":zlib"  # NOTE: not "+": EncryptedSerializer takes what follows the first "+" as its cipher
-# NOTE: level 1: levels up to 6 kept 2 % fewer bytes of the bench's writes for twice the CPU.
-_LEVEL = 1
+_LEVEL = 1  # NOTE: level 6 kept 1 % fewer bytes of the bench's writes, and took 3.3x as long on a 3 MB snapshot
 _COMPRESS_FROM = 32  # NOTE: bytes; shorter values (None, a version, a branch marker) gain nothing
+# NOTE: a larger value is compressed only if it holds a DeltaChannel snapshot, which is
+# written once in thousands of steps. Any other is a channel LangGraph stores whole at every
+# step (a user graph's plain message list on the Team's saver), and compressing it each time
+# cost more than the step: a prebuilt ReAct agent at R = 100 took 11.9 ms of CPU a call
+# instead of 6.6.
+_COMPRESS_UP_TO = 64 * 1024
 # NOTE: a record is stored on its own only if it is plain data: anything msgpack would turn
 # into something else on the way back (a datetime, a UUID, an enum, a dataclass, a str or
 # dict subclass) raises here, and the write is stored as LangGraph's serializer stores it.
@@ -85,7 +91,7 @@ class TeamSerializer(JsonPlusSerializer):
 
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
         type_, data = self._dumps(obj)
-        if len(data) >= _COMPRESS_FROM:
+        if _COMPRESS_FROM <= len(data) and (len(data) <= _COMPRESS_UP_TO or _holds_snapshot(obj)):
             packed = zlib.compress(data, _LEVEL)
             if len(packed) < len(data):
                 return type_ + COMPRESSED, packed
@@ -248,6 +254,16 @@ def _runs(types: list[str]) -> Iterator[tuple[str, int, int]]:
 def _is_history_snapshot(obj: Any) -> bool:
     """A DeltaChannel snapshot of the team's histories (a :class:`Histories`, told by its type)."""
     return DELTA_SNAPSHOT is not None and isinstance(obj, DELTA_SNAPSHOT) and isinstance(obj.value, Histories)
+
+
+def _holds_snapshot(obj: Any) -> bool:
+    """A DeltaChannel snapshot, or a checkpoint whose channel values hold one."""
+    if DELTA_SNAPSHOT is None:
+        return False
+    values = obj.get("channel_values") if isinstance(obj, dict) and "channel_versions" in obj else None
+    if isinstance(values, dict):
+        return any(isinstance(value, DELTA_SNAPSHOT) for value in values.values())
+    return isinstance(obj, DELTA_SNAPSHOT)
 
 
 def _history_snapshots(obj: Any) -> dict[str, Any]:

@@ -12,7 +12,7 @@ starts from a snapshot decodes nothing either. A changed record is stored on its
 Every stored value up to 64 KB, and every DeltaChannel snapshot, is then compressed with
 Zstandard when that makes it smaller, under its type tag plus ``:zstd``: a model's text
 and the keys every message and record repeats keep about 0.6 of their bytes, and a
-snapshot of the histories, whose agents share messages, about a fourteenth. Values
+snapshot of the histories, whose agents share messages, a fourteenth to a fifth. Values
 stored uncompressed, by earlier versions, load as they are.
 
 NOTE: only a saver built with this serializer can read what it wrote (a plain
@@ -56,8 +56,8 @@ _COMPRESS_FROM = 32  # NOTE: bytes; shorter values (None, a version, a branch ma
 # NOTE: a larger value is compressed only if it holds a DeltaChannel snapshot, which is
 # written once in thousands of steps. Any other is a channel LangGraph stores whole at every
 # step (a user graph's plain message list on the Team's saver), and compressing it each time
-# cost more than the step: a prebuilt ReAct agent at R = 100 took 11.9 ms of CPU a call
-# instead of 6.6.
+# cost more than the step: a prebuilt ReAct agent at R = 100 took 12.2 ms of CPU a call
+# instead of 7.7-8.2 (zlib; bench/NOTES.md).
 _COMPRESS_UP_TO = 64 * 1024
 # NOTE: a record is stored on its own only if it is plain data: anything msgpack would turn
 # into something else on the way back (a datetime, a UUID, an enum, a dataclass, a str or

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import os
 import re
 from pathlib import Path
 from typing import Any
@@ -75,30 +74,15 @@ def project_name(config: RunnableConfig) -> str:
     return name
 
 
-def project_dir(home: Path, config: RunnableConfig) -> Path:
-    """``<home>/project/<project_name>``."""
-    return Path(home) / "project" / project_name(config)
-
-
-def logs_dir(home: Path, config: RunnableConfig) -> Path:
+def logs_dir(home: Path | str, config: RunnableConfig) -> Path:
     """``<home>/logs/<project_name>``: where the collaboration log lives (outside the project folder)."""
-    return Path(home) / LOGS_DIR / project_name(config)
-
-
-def absolute_logs_dir(home: Path | str, config: RunnableConfig) -> Path:
-    """``logs_dir`` made absolute against the current directory, never resolved.
-
-    NOTE: never resolved: a relative home must keep naming the same folder after a chdir.
-    """
-    home = str(home)
-    # NOTE: no getcwd for an absolute home: `langgraph dev` flags it as blocking in its event loop.
-    return _absolute_logs_dir(home, project_name(config), "" if os.path.isabs(home) else os.getcwd())
+    return _logs_dir(str(home), project_name(config))
 
 
 @functools.lru_cache(maxsize=256)
-def _absolute_logs_dir(home: str, project: str, cwd: str) -> Path:
+def _logs_dir(home: str, project: str) -> Path:
     # NOTE: cached: every router pass asks, and building the path was ~2 % of a pass's CPU.
-    return Path(cwd, home, LOGS_DIR, project)
+    return Path(home, LOGS_DIR, project)
 
 
 def log_folder(runtime: Any, config: RunnableConfig) -> Path | None:
@@ -110,4 +94,4 @@ def log_folder(runtime: Any, config: RunnableConfig) -> Path | None:
     configurable = config.get("configurable") or {}
     if not runtime.policy.log or not (configurable.get("thread_id") or configurable.get(PROJECT_NAME_KEY)):
         return None
-    return absolute_logs_dir(runtime.home, config)
+    return logs_dir(runtime.home, config)  # NOTE: absolute: the runtime made its home so

@@ -273,18 +273,22 @@ def _holds_snapshot(obj: Any) -> bool:
     """A DeltaChannel snapshot, or a checkpoint whose channel values hold one."""
     if DELTA_SNAPSHOT is None:
         return False
-    values = obj.get("channel_values") if isinstance(obj, dict) and "channel_versions" in obj else None
-    if isinstance(values, dict):
+    values = _checkpoint_values(obj)
+    if values is not None:
         return any(isinstance(value, DELTA_SNAPSHOT) for value in values.values())
     return isinstance(obj, DELTA_SNAPSHOT)
 
 
 def _history_snapshots(obj: Any) -> dict[str, Any]:
     """The snapshots of histories in a checkpoint's channel values, by channel."""
-    values = obj.get("channel_values") if isinstance(obj, dict) and "channel_versions" in obj else None
-    if not isinstance(values, dict):
-        return {}
+    values = _checkpoint_values(obj) or {}
     return {channel: value for channel, value in values.items() if _is_history_snapshot(value)}
+
+
+def _checkpoint_values(obj: Any) -> dict[str, Any] | None:
+    """The channel values of ``obj`` if it is a checkpoint, else None."""
+    values = obj.get("channel_values") if isinstance(obj, dict) and "channel_versions" in obj else None
+    return values if isinstance(values, dict) else None
 
 
 def _without_histories(obj: Any) -> Any:

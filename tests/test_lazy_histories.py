@@ -220,6 +220,31 @@ def test_a_value_is_stored_compressed_when_that_makes_it_smaller_and_a_plain_one
         assert serde.dumps_typed(kept_as_is) == plain.dumps_typed(kept_as_is)
 
 
+def test_threads_compressing_and_loading_at_once_each_get_their_own_values_back():
+    # NOTE: agents' nodes, the saver's writer and async worker threads serialize at the same time.
+    serde = TeamSerializer()
+    start = threading.Barrier(8)
+    failures: list[str] = []
+
+    def work(n: int) -> None:
+        start.wait()
+        for i in range(150):
+            value = {"messages": sample(6, f"t{n}-{i}"), "n": i}
+            try:
+                stored = serde.dumps_typed(value)
+                if not stored[0].endswith(COMPRESSED) or serde.loads_typed(stored) != value:
+                    failures.append(f"{n}:{i}")
+            except Exception as error:  # noqa: BLE001 - a shared context fails in any of several ways
+                failures.append(f"{n}:{i} {type(error).__name__}")
+
+    workers = [threading.Thread(target=work, args=(n,)) for n in range(8)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert failures == []
+
+
 def test_a_large_value_is_compressed_only_if_it_holds_a_delta_channel_snapshot():
     # NOTE: a large plain value is stored whole at every step; a snapshot once in thousands.
     serde, plain = TeamSerializer(), JsonPlusSerializer()

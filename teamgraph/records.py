@@ -189,6 +189,8 @@ class RunBook(TypedDict, total=False):
     budget_told: int | None
     resume_error: str | None
     """Why the last resume value was refused (shown by the human gate)."""
+    log_base: str | None
+    """The checkpoint the last router pass read, whose log lines its branch's next ones follow."""
 
 
 class Schedule(TypedDict, total=False):

@@ -16,8 +16,8 @@ from langgraph.channels import DeltaChannel
 from langgraph.graph.message import Messages, add_messages
 from typing_extensions import TypedDict
 
-from teamgraph.history import Histories, join_history
-from teamgraph.records import AgentRecord, Delivery, Request, TeamBook
+from teamgraph.history import Histories, HistoryAppend, join_history
+from teamgraph.records import AgentRecord, Delivery, Effect, Request, TeamBook
 
 # NOTE: DeltaChannel writes a full snapshot every `snapshot_frequency` updates;
 # between snapshots a checkpoint stores only what changed. The cadence was chosen
@@ -117,7 +117,13 @@ def merge_records(
     return merged
 
 
-def post_effects(current: list[dict[str, Any]] | None, write: Any) -> list[dict[str, Any]]:
+class Taken(TypedDict):
+    """An ``outbox`` write that drops the first ``taken`` effects: those a router pass applied."""
+
+    taken: int
+
+
+def post_effects(current: list[Effect] | None, write: list[Effect] | Taken | None) -> list[Effect]:
     """The ``outbox`` reducer: a list of effects is appended; ``{"taken": n}`` drops the first ``n``.
 
     NOTE: the router takes the effects it applied by count, so effects a node posts in the
@@ -172,7 +178,7 @@ class TeamState(TypedDict, total=False):
         DeltaChannel(merge_records, snapshot_frequency=HISTORY_SNAPSHOT_FREQUENCY),
     ]
     team: TeamBook
-    outbox: Annotated[list[dict[str, Any]], post_effects]
+    outbox: Annotated[list[Effect], post_effects]
 
 
 TEAM_CHANNELS: tuple[str, ...] = tuple(TeamState.__annotations__)
@@ -218,9 +224,31 @@ class RouterInput(TypedDict, total=False):
     not by an edge (an edge reads every channel afresh).
     """
 
-    outbox: Annotated[list[dict[str, Any]], post_effects]
+    outbox: Annotated[list[Effect], post_effects]
     agents: Annotated[
-        dict[str, dict[str, Any]],
+        dict[str, AgentRecord],
         DeltaChannel(merge_records, snapshot_frequency=ROSTER_SNAPSHOT_FREQUENCY),
     ]
-    team: dict[str, Any]
+    team: TeamBook
+
+
+class TeamUpdate(TypedDict, total=False):
+    """What a router pass or the human gate writes: only the channels it changed.
+
+    Attributes:
+        messages: The Team Leader's replies to the user.
+        histories: Messages appended to agents' histories.
+        agents: The registry records that changed.
+        requests: The requests that changed.
+        deliveries: The delivery records that changed.
+        team: The team book.
+        outbox: Effects for the next pass, or how many effects this pass took.
+    """
+
+    messages: list[AnyMessage]
+    histories: HistoryAppend
+    agents: RecordsUpdate
+    requests: RecordsUpdate
+    deliveries: RecordsUpdate
+    team: TeamBook
+    outbox: list[Effect] | Taken

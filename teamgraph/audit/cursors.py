@@ -33,14 +33,14 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from langchain_core.runnables import RunnableConfig
 
 from teamgraph.compat import CONFIG_KEY_CHECKPOINTER, checkpoint_read, graph_namespace
 from teamgraph.messaging.effects import TAKEN
 
-LOG_BASE = "log_base"
+LOG_BASE: Final = "log_base"
 """Team-book key: the id of the checkpoint the last router pass read (and logged)."""
 MAX_WALK = 64
 """Parents looked at, at most, for a state's nearest logged ancestor."""

@@ -9,7 +9,7 @@ kind (``HANDLERS``) -> settle -> schedule -> state updates. The rules live in
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -32,6 +32,7 @@ from teamgraph.records import (
     BoardAddEffect,
     BoardEffect,
     DeliverEffect,
+    Effect,
     EndowEffect,
     EscalateEffect,
     FileEffect,
@@ -49,7 +50,7 @@ from teamgraph.records import (
     WaitOutputEffect,
 )
 from teamgraph.runtime import TeamRuntime
-from teamgraph.state import TEAM_CHANNELS, RouterInput
+from teamgraph.state import TEAM_CHANNELS, RouterInput, TeamUpdate
 
 ROUTER_NODE = "router"
 HUMAN_NODE = "human"
@@ -125,18 +126,18 @@ step, but a request only once its envelope was read), then stops and termination
 """
 
 
-def apply_effects(ledger: Ledger, outbox: list[dict[str, Any]]) -> None:
+def apply_effects(ledger: Ledger, outbox: Sequence[Effect]) -> None:
     """Apply a superstep's effects: by phase, then in the agents' order of creation."""
     order = {name: rec["index"] for name, rec in ledger.agents.items()}
 
-    def key(effect: dict[str, Any]) -> tuple[int, int]:
+    def key(effect: Effect) -> tuple[int, int]:
         return PHASE.get(effect["kind"], 0), order.get(effect.get("agent", ""), len(order))
 
     for effect in sorted(outbox, key=key):
         _BY_KIND[effect["kind"]](ledger, effect)
 
 
-def run_pass(runtime: TeamRuntime, state: Mapping[str, Any]) -> dict[str, Any]:
+def run_pass(runtime: TeamRuntime, state: Mapping[str, Any]) -> TeamUpdate:
     """One router pass: user input and effects in, the settled team and the next steps out.
 
     Args:

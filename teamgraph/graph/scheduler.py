@@ -25,14 +25,14 @@ from teamgraph.nodes.role_graph import StepTask, first_call
 from teamgraph.protocols.requests import is_pending
 from teamgraph.runs import run_key
 from teamgraph.runtime import TeamRuntime
-from teamgraph.state import append_histories, merge_records
+from teamgraph.state import TeamUpdate, append_histories, merge_records
 
 LEADER_NODE = "leader"
 MEMBER_NODE = "member"
 """The node of members whose role was created after the graph was compiled."""
 
 
-def after_pass(state: Mapping[str, Any], updates: Mapping[str, Any]) -> dict[str, Any]:
+def after_pass(state: Mapping[str, Any], updates: TeamUpdate) -> dict[str, Any]:
     """What a step reads of the state the checkpoint after this pass holds: ``updates``
     folded into ``state`` by the channels' own reducers (``teamgraph/state.py``)."""
     after = dict(state)

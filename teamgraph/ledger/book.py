@@ -19,9 +19,9 @@ from teamgraph.history import HistoryAppend
 from teamgraph.messaging import notices
 from teamgraph.protocols import requests as tracker
 from teamgraph.protocols.requests import HUMAN
-from teamgraph.records import AgentRecord, Delivery, Request, TeamBook
+from teamgraph.records import AgentRecord, Delivery, Effect, Request, TeamBook
 from teamgraph.runtime import TeamRuntime
-from teamgraph.state import RecordsUpdate
+from teamgraph.state import RecordsUpdate, TeamUpdate
 
 
 class Ledger:
@@ -66,7 +66,7 @@ class Ledger:
         self.answered_calls: set[str] = set()
         self.replies: list[AnyMessage] = []
         self.user_messages: list[AnyMessage] = state.get("messages", [])
-        self.outbox: list[dict[str, Any]] = state.get("outbox", [])
+        self.outbox: list[Effect] = state.get("outbox", [])
 
     # -- ids and records -----------------------------------------------------------
 
@@ -142,7 +142,7 @@ class Ledger:
         """Whether this run used up ``Policy.max_model_calls``."""
         return self.team.get("run_calls", 0) >= self.policy.max_model_calls
 
-    def updates(self, scheduled: list[str]) -> dict[str, Any]:
+    def updates(self, scheduled: list[str]) -> TeamUpdate:
         """The pass's state updates: only the records it changed."""
         self.team["scheduled"] = scheduled
         # NOTE: "when_blocked" pauses only when nobody can run; "immediately" runs the
@@ -153,7 +153,7 @@ class Ledger:
         self.team["open"] = list(self.open_ids)
         # NOTE: only changed records are written: the registry is a DeltaChannel.
         changed = {n: r for n, r in self.agents.items() if self.agents_before.get(n) != r}
-        out: dict[str, Any] = {"team": self.team}
+        out: TeamUpdate = {"team": self.team}
         if changed:
             out["agents"] = RecordsUpdate(changed)
         if self.appends:

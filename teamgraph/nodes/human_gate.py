@@ -25,7 +25,7 @@ from teamgraph.protocols.requests import (
 )
 from teamgraph.records import Request
 from teamgraph.runtime import TeamRuntime
-from teamgraph.state import TeamState
+from teamgraph.state import TeamState, TeamUpdate
 
 HUMAN_AGENT = "human"
 """The author name of the human gate's effects."""
@@ -61,7 +61,7 @@ def check_answers(answers: Any, pending: dict[str, Request], requests: dict[str,
 
 
 class HumanGateNode(Protocol):
-    def __call__(self, state: TeamState) -> dict[str, Any]: ...
+    def __call__(self, state: TeamState) -> TeamUpdate: ...
 
 
 def make_human_gate(runtime: TeamRuntime) -> HumanGateNode:
@@ -72,14 +72,14 @@ def make_human_gate(runtime: TeamRuntime) -> HumanGateNode:
     writes nothing twice).
     """
 
-    def human(state: TeamState) -> dict[str, Any]:
+    def human(state: TeamState) -> TeamUpdate:
         write_committed(runtime, state)
         return human_gate(state)
 
     return human
 
 
-def human_gate(state: TeamState) -> dict[str, Any]:
+def human_gate(state: TeamState) -> TeamUpdate:
     """Pause for a person; apply the answers given (some or all of the requests)."""
     requests = state.get("requests", {})
     pending = pending_for_person(requests)

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Annotated, Any, Protocol, cast
 
-from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_config, get_stream_writer
 from langgraph.errors import GraphBubbleUp
@@ -104,8 +104,8 @@ class StepState(TypedDict, total=False):
         acted: Whether the call's tools asked the router for anything.
     """
 
-    new: Annotated[list[AnyMessage], operator.add]
-    turn: list[AnyMessage]
+    new: Annotated[list[BaseMessage], operator.add]
+    turn: list[BaseMessage]
     effects: Annotated[list[Effect], operator.add]
     acted: bool
 
@@ -162,7 +162,7 @@ def first_call(start: StepStart, node: str) -> Answer:
     return journaled_answer(journal, 0, lambda: start.role_step.think(start.prompt(), start.view, config))
 
 
-def model(state: StepState, runtime: Runtime[StepContext]) -> dict[str, Any]:
+def model(state: StepState, runtime: Runtime[StepContext]) -> StepState:
     """Take the model's answer: the call made in flight, else make it now."""
     del state  # NOTE: the call reads the team state its step started from (``StepStart``)
     config = get_config()
@@ -178,7 +178,7 @@ def model(state: StepState, runtime: Runtime[StepContext]) -> dict[str, Any]:
     return {"turn": new, "acted": False}
 
 
-def tools(state: StepState, runtime: Runtime[StepContext]) -> dict[str, Any]:
+def tools(state: StepState, runtime: Runtime[StepContext]) -> StepState:
     """Run the answer's tool calls, in order, through the tool seam."""
     config = get_config()
     turn = state["turn"]
@@ -201,7 +201,7 @@ def tools(state: StepState, runtime: Runtime[StepContext]) -> dict[str, Any]:
     return {"turn": [*turn, *answers], "effects": step_effects, "acted": bool(step_effects)}
 
 
-def summarize(state: StepState) -> dict[str, Any]:
+def summarize(state: StepState) -> StepState:
     """The ``step`` effect of the call for the router: what it did, and whether it only did work."""
     turn = state["turn"]
     at = answer_index(turn)  # NOTE: compaction markers and notices come first

@@ -23,7 +23,7 @@ from langgraph.config import get_store
 from langgraph.store.base import BaseStore
 from langgraph.store.memory import InMemoryStore
 
-from teamgraph.audit.project import folder_name
+from teamgraph.audit.project import named_project
 from teamgraph.audit.tokens import Price
 from teamgraph.calls import CallPool, Calls
 from teamgraph.checkpoints.memory import memory_namespace
@@ -39,8 +39,6 @@ TokenCounter = Callable[[Sequence[BaseMessage]], int]
 
 CUSTOM_ROLES_DIR = "roles"
 PROJECT_DIR = "project"
-PROJECT_NAME_KEY = "project_name"
-"""The config key (``configurable``) that names a thread's project folder."""
 
 
 class Clock(Protocol):
@@ -132,10 +130,7 @@ class TeamRuntime:
         The name is the config's ``configurable.project_name``, else ``Team(project=...)``,
         else the thread id.
         """
-        configurable = (config or {}).get("configurable", {})
-        name = configurable.get(PROJECT_NAME_KEY) or self.project or configurable.get("thread_id") or "default"
-        safe = folder_name(str(name)) or "default"
-        folder = self.project_dir / safe
+        folder = self.project_dir / (named_project(config or {}, self.project) or "default")
         folder.mkdir(parents=True, exist_ok=True)
         return folder
 

@@ -95,8 +95,9 @@ class Team:
             permissions: Overrides of the permission matrix: a mapping shaped like
                 ``permissions.yaml`` (only the entries to change), a YAML file path, or
                 a whole ``PermissionMatrix``.
-            project: The project folder's name for every thread (``<home>/project/<project>/``);
-                default: each thread's id (the config's ``project_name`` wins).
+            project: The project of every thread: its folder (``<home>/project/<project>/``)
+                and its collaboration log (``<home>/logs/<project>/``); default: each
+                thread's id (the config's ``project_name`` wins).
             search: A web-search provider ``(query, max_results) -> [{"title", "url",
                 "snippet"}]`` for the ``web_search`` tool (the Team Leader's, and roles
                 listing ``search``); None: the tool is not offered.

@@ -34,9 +34,11 @@ LOGIN_SCRIPT = {
 CONFIG = {"configurable": {"thread_id": "login"}}
 
 
-def login_team(home: Path, *, clock=None, policy: Policy | None = None, script: dict | None = None) -> Team:
+def login_team(
+    home: Path, *, clock=None, policy: Policy | None = None, script: dict | None = None, project: str | None = None
+) -> Team:
     """A team over ``home`` playing ``LOGIN_SCRIPT`` (or ``script``)."""
-    return Team(model=ScriptedChatModel(script or LOGIN_SCRIPT), home=home, clock=clock, policy=policy)
+    return Team(model=ScriptedChatModel(script or LOGIN_SCRIPT), home=home, clock=clock, policy=policy, project=project)
 
 
 def log_files(home: Path, project: str = "login") -> list[Path]:

@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from teamgraph import Policy
-from teamgraph.audit import LINE_RE, flush_log, parse_line, redact, redact_value
+from teamgraph.audit import LINE_RE, flush_log, parse_line, read_log, redact, redact_value
 from teamgraph.audit.project import project_name
 
 
@@ -113,11 +113,29 @@ def test_a_second_flush_writes_nothing(login_run):
     assert log_lines(login_run.home) == before
 
 
-def test_project_name_comes_from_the_config_or_the_thread():
+def test_project_name_comes_from_the_config_or_the_team_or_the_thread():
     assert project_name({"configurable": {"thread_id": "t 1/x"}}) == "t_1_x"
     assert project_name({"configurable": {"thread_id": "t1", "project_name": "web"}}) == "web"
+    assert project_name({"configurable": {"thread_id": "t1"}}, "acme") == "acme"
+    assert project_name({"configurable": {"thread_id": "t1", "project_name": "web"}}, "acme") == "web"
     with pytest.raises(ValueError, match="project_name"):
         project_name({"configurable": {}})
+
+
+def test_a_teams_project_holds_its_log_beside_its_folder_and_the_cli_finds_it(tmp_path):
+    """``Team(project=...)`` names the project of every thread: its files and its log alike."""
+    from typer.testing import CliRunner
+
+    from teamgraph.cli import app
+
+    team = login_team(tmp_path / "home", project="acme")
+    team.compile().invoke({"messages": [("user", "Build a login page.")]}, CONFIG)
+    flush_log(team, CONFIG)
+    assert team.runtime.project_folder(CONFIG) == tmp_path / "home" / "project" / "acme"
+    assert log_files(tmp_path / "home", "acme") and not (tmp_path / "home" / "logs" / "login").exists()
+    assert {event.kind for event in read_log(team, CONFIG)} >= {"task"}
+    shown = CliRunner().invoke(app, ["log", "show", "login", "--home", str(tmp_path / "home"), "--project", "acme"])
+    assert shown.exit_code == 0 and LINE_RE.match(shown.output.splitlines()[0])
 
 
 def test_days_roll_over_old_files_are_archived_by_month_and_removed(tmp_path):

@@ -415,4 +415,4 @@ def write_committed(
         return derive_events(state, cursor, now=stamp, policy=runtime.policy)
 
     at = cursors.logged_at(config, state, checkpointer)
-    return append_events(folder, project_name(config), thread, now, derive, sync=sync, at=at)
+    return append_events(folder, project_name(config, runtime.project), thread, now, derive, sync=sync, at=at)

@@ -17,12 +17,14 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
 PROJECT_NAME_KEY = "project_name"
+"""The config key (``configurable``) that names a thread's project (its folder and its log's)."""
 LOGS_DIR = "logs"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _UNSAFE_IN_ANY_SCRIPT = re.compile(r"[^\w.-]+")
@@ -51,21 +53,31 @@ def folder_name(raw: str) -> str | None:
     return name
 
 
-def project_name(config: RunnableConfig) -> str:
-    """The thread's project name: ``configurable.project_name``, else the thread id.
+def named_project(config: Mapping[str, Any], project: str | None = None) -> str | None:
+    """The thread's project name as one folder name, or None if nothing names one.
+
+    The config's ``configurable.project_name``, else ``project`` (the team's
+    ``Team(project=...)``), else the thread id: the project folder and the log follow it alike.
+    """
+    configurable = config.get("configurable") or {}
+    raw = configurable.get(PROJECT_NAME_KEY) or project or configurable.get("thread_id")
+    return folder_name(str(raw or ""))
+
+
+def project_name(config: RunnableConfig, project: str | None = None) -> str:
+    """The thread's project name: ``configurable.project_name``, else ``project``, else the thread id.
 
     Args:
         config: The run's config.
+        project: The team's project (``Team(project=...)``), if it names one.
 
     Returns:
         A name safe as one folder name (``folder_name``).
 
     Raises:
-        ValueError: If the config names neither a project nor a thread.
+        ValueError: If the config names neither a project nor a thread, and the team no project.
     """
-    configurable = config.get("configurable") or {}
-    raw = configurable.get(PROJECT_NAME_KEY) or configurable.get("thread_id")
-    name = folder_name(str(raw or ""))
+    name = named_project(config, project)
     if not name:
         raise ValueError(
             "No project name: pass config={'configurable': {'thread_id': ..., 'project_name': ...}} "
@@ -74,9 +86,12 @@ def project_name(config: RunnableConfig) -> str:
     return name
 
 
-def logs_dir(home: Path | str, config: RunnableConfig) -> Path:
-    """``<home>/logs/<project_name>``: where the collaboration log lives (outside the project folder)."""
-    return _logs_dir(str(home), project_name(config))
+def logs_dir(home: Path | str, config: RunnableConfig, project: str | None = None) -> Path:
+    """``<home>/logs/<project_name>``: where the collaboration log lives (outside the project folder).
+
+    ``project`` is the team's (``Team(project=...)``): the config's ``project_name`` wins over it.
+    """
+    return _logs_dir(str(home), project_name(config, project))
 
 
 @functools.lru_cache(maxsize=256)
@@ -94,4 +109,4 @@ def log_folder(runtime: Any, config: RunnableConfig) -> Path | None:
     configurable = config.get("configurable") or {}
     if not runtime.policy.log or not (configurable.get("thread_id") or configurable.get(PROJECT_NAME_KEY)):
         return None
-    return logs_dir(runtime.home, config)  # NOTE: absolute: the runtime made its home so
+    return logs_dir(runtime.home, config, runtime.project)  # NOTE: absolute: the runtime made its home so

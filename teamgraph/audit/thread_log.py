@@ -35,6 +35,6 @@ def flush_log(team: Any, config: RunnableConfig) -> list[str]:
 
 def read_log(team: Any, config: RunnableConfig) -> list[LogEvent]:
     """Every event in the thread's project log files (day files, oldest first)."""
-    folder = logs_dir(team.home, config)
+    folder = logs_dir(team.home, config, team.runtime.project)
     files = sorted(rotation.day_files(folder).items(), key=lambda item: item[1]) if folder.exists() else []
     return [parse_line(line) for path, _ in files for line in path.read_text(encoding="utf-8").splitlines()]

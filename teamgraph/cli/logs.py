@@ -1,7 +1,7 @@
 """``teamgraph log show`` and ``teamgraph log verify``: a thread's collaboration log, and its hash chain.
 
 The log of a thread is its project's (``<home>/logs/<project>/``, the project being
-the thread id unless the run named another: ``--project``). ``verify`` checks every
+the thread id unless the run or its ``Team(project=...)`` named another: ``--project``). ``verify`` checks every
 day file's chain and its end against the log's index, and exits non-zero at the first
 altered, missing or unchained line. ``commands.py`` registers the sub-app.
 """

@@ -739,6 +739,10 @@ class _Clock:
 # --- section 4: parallel makespan ------------------------------------------------------
 
 
+MODEL_LIKE_PARALLEL = {"members": 8, "steps": 3, "max_parallel": 8, "latency_ms": [1000, 3000], "saver": "teamgraph"}
+"""The parallel workload with calls as long as a hosted model's, on the Team's saver."""
+
+
 def parallel_workload(params: dict, workdir: Path) -> dict:
     """N members x S steps with seeded random 20-80 ms model latency: makespan / critical path."""
     members, steps = int(params["members"]), int(params["steps"])
@@ -780,6 +784,7 @@ def parallel_workload(params: dict, workdir: Path) -> dict:
     ratio = makespan / critical
     variant = f"max_parallel={max_parallel}, slice_steps={team.runtime.policy.slice_steps}"
     variant += ", progress" if progress else ""
+    variant += f", {lo}-{hi} ms calls" if (lo, hi) != (20, 80) else ""
     if params.get("max_concurrency"):
         variant += f", max_concurrency={params['max_concurrency']}"
     variant += suffix
@@ -895,6 +900,8 @@ WORKLOADS: dict[str, Workload] = {
             {"members": 8, "steps": 10, "max_parallel": 8, "slice_steps": 4},
             {"members": 8, "steps": 10, "max_parallel": 8, "slice_steps": 10},
             {"members": 8, "steps": 10, "max_parallel": 8, "saver": "teamgraph"},
+            # NOTE: calls as long as a hosted model's (1-3 s): what the framework time costs there.
+            MODEL_LIKE_PARALLEL,
         ],
         quick=[{"members": 8, "steps": 3, "max_parallel": 8, "latency_ms": [2, 8]}],
         repeats=2,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from bench import targets_issue29
+from bench.teamgraph_workloads import MODEL_LIKE_PARALLEL
 from tests.test_bench_issue10 import _row
 
 
@@ -18,6 +19,7 @@ ROWS = [
     _makespan("teamgraph-parallel", {"members": 8, "steps": 10, "max_parallel": 8, "saver": "teamgraph"}, 1.19),
     _makespan("teamgraph-parallel", {"members": 8, "steps": 10, "max_parallel": 8}, 1.24),
     _makespan("langgraph-floor", {"members": 8, "latency": "uniform", "supersteps": 2, "cpu_ms": 0}, 1.05),
+    _makespan("teamgraph-parallel", MODEL_LIKE_PARALLEL, 1.0101),
     _row("teamgraph", {"rounds": 10}, checkpoints=23, model_calls=10, overhead_ms_per_call=6.0),
     _row("teamgraph", {"rounds": 100}, checkpoints=203, model_calls=100, overhead_ms_per_call=5.8),
     _row("teamgraph", {"rounds": 10, "saver": "teamgraph"}, overhead_ms_per_call=4.8),
@@ -41,6 +43,7 @@ def test_issue29_judges_what_a_team_gets_by_default_and_shows_the_rest_beside():
     uniform = record("makespan / critical path, uniform")
     assert (uniform["measured"], uniform["status"]) == ("1.19", "MISS")
     assert "the floor (plain LangGraph, same calls) 1.05" in uniform["note"]
+    assert "with 1-3 s calls (8 members x 3) 1.010" in uniform["note"]
     short = record("framework time per model call / langgraph-supervisor's, R = 10,")
     long = record("framework time per model call / langgraph-supervisor's, R = 100,")
     assert (short["status"], long["status"]) == ("PASS", "PASS")

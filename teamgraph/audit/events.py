@@ -32,6 +32,7 @@ from teamgraph.audit.lines import (
 )
 from teamgraph.audit.records import LogEvent, log_time
 from teamgraph.policy import Policy
+from teamgraph.records import Request, TeamBook
 
 BUDGET_WARN_SHARE = 0.8
 """A WARN line once an agent's turn has used this share of ``Policy.max_turn_steps``."""
@@ -123,8 +124,8 @@ class EventDeriver:
         self.now = now
         self.policy = policy
         self.max_turn_steps = policy.max_turn_steps
-        self.requests: Mapping[str, Any] = state.get("requests") or {}
-        self.team: Mapping[str, Any] = state.get("team") or {}
+        self.requests: Mapping[str, Request] = state.get("requests") or {}
+        self.team: TeamBook = state.get("team") or TeamBook()
 
     def run(self) -> tuple[list[LogEvent], Cursor]:
         """Every source, in a fixed order; events sorted by time (stable).

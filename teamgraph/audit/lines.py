@@ -37,6 +37,7 @@ from teamgraph.protocols.requests import (
     RUN,
     SHUTDOWN,
 )
+from teamgraph.records import Delivery, Request
 from teamgraph.redaction import redact_value
 
 REQUEST_KINDS = (ASK, QUESTION, PLAN, MEMBER_PLAN, SHUTDOWN, APPROVAL, RUN)
@@ -206,14 +207,14 @@ def _with(event: LogEvent, **changes: Any) -> LogEvent:
     return LogEvent(**{**event.__dict__, **changes})
 
 
-def find_request(requests: Mapping[str, Any], number: int) -> dict[str, Any] | None:
+def find_request(requests: Mapping[str, Request], number: int) -> Request | None:
     for prefix in REQUEST_PREFIXES:
         if (record := requests.get(f"{prefix}_{number}")) is not None:
             return record
     return None
 
 
-def request_opened(record: Mapping[str, Any], now: str) -> LogEvent:
+def request_opened(record: Request, now: str) -> LogEvent:
     """The line of a request being opened (a question, a plan, an approval, ...)."""
     return LogEvent(
         time=log_time(record.get("opened_at"), now),
@@ -224,7 +225,7 @@ def request_opened(record: Mapping[str, Any], now: str) -> LogEvent:
     )
 
 
-def request_closed(record: Mapping[str, Any], now: str) -> LogEvent:
+def request_closed(record: Request, now: str) -> LogEvent:
     """The line of a request's decision or answer."""
     result, level, code = REQUEST_RESULTS.get(record["status"], ("success", "INFO", ""))
     answer = str(record.get("answer") or "")
@@ -241,7 +242,7 @@ def request_closed(record: Mapping[str, Any], now: str) -> LogEvent:
     )
 
 
-def delivery_event(record: Mapping[str, Any], now: str) -> LogEvent:
+def delivery_event(record: Delivery, now: str) -> LogEvent:
     """The line of a message that was delivered or bounced."""
     base = LogEvent(
         time=log_time(record.get("delivered_at") or record.get("sent_at"), now),

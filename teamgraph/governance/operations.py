@@ -15,6 +15,7 @@ from typing import Any, NotRequired, TypedDict
 
 from teamgraph.governance import admin, commands, declared, sandbox, skills
 from teamgraph.governance.agents import above
+from teamgraph.records import AgentRecord, Request
 from teamgraph.roles.matrix import DEFAULT_MATRIX, SET_TOOLS, PermissionMatrix, apply_override, dump_matrix
 from teamgraph.roles.model import Role
 from teamgraph.runtime import TeamRuntime
@@ -41,7 +42,7 @@ class CallContext(TypedDict):
 ENDED_STATUSES = frozenset({"terminated", "shutdown", "failed"})
 
 
-def roles_in_use(agents: Mapping[str, Mapping[str, Any]]) -> list[str]:
+def roles_in_use(agents: Mapping[str, AgentRecord]) -> list[str]:
     """Role ids of the agents in a registry that have not ended."""
     return sorted({str(r.get("role")) for r in agents.values() if r.get("status") not in ENDED_STATUSES})
 
@@ -226,11 +227,11 @@ def perform(runtime: TeamRuntime, tool: str, args: dict[str, Any], ctx: CallCont
 
 def execute_approved(
     runtime: TeamRuntime,
-    record: Mapping[str, Any],
+    record: Request,
     verdict: str,
     *,
     approved: bool,
-    agents: Mapping[str, Mapping[str, Any]] | None = None,
+    agents: Mapping[str, AgentRecord] | None = None,
 ) -> str:
     """The result an approval request's waiting call gets (the router calls this on a decision).
 
@@ -251,9 +252,7 @@ def execute_approved(
     return f"{verdict}\n{perform_approved(runtime, record, agents=agents)}"
 
 
-def perform_approved(
-    runtime: TeamRuntime, record: Mapping[str, Any], *, agents: Mapping[str, Mapping[str, Any]] | None = None
-) -> str:
+def perform_approved(runtime: TeamRuntime, record: Request, *, agents: Mapping[str, AgentRecord] | None = None) -> str:
     """Perform the sensitive call an approved request carries; its result (an error text, never an exception).
 
     Args:
@@ -268,7 +267,7 @@ def perform_approved(
     return perform(runtime, call["tool"], dict(call["args"]), context)
 
 
-def is_governed(record: Mapping[str, Any]) -> bool:
+def is_governed(record: Request) -> bool:
     """Whether an approval request carries a deferred sensitive call (the router performs it on approval)."""
     return isinstance((record.get("details") or {}).get("call"), Mapping)
 

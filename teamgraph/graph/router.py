@@ -46,6 +46,7 @@ from teamgraph.records import (
     TakenEffect,
     TaskCreateEffect,
     TaskUpdateEffect,
+    TeamBook,
     TerminateEffect,
     WaitOutputEffect,
 )
@@ -157,7 +158,7 @@ def run_pass(runtime: TeamRuntime, state: Mapping[str, Any]) -> TeamUpdate:
     return ledger.updates(schedule(ledger))
 
 
-def next_node(team: Mapping[str, Any]) -> str:
+def next_node(team: TeamBook) -> str:
     """Where the graph goes after a pass that leaves the team book ``team``, when no call finished."""
     if team.get("human"):
         # NOTE: with Policy.pause="immediately" calls may be in flight: they go on in the

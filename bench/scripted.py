@@ -53,8 +53,8 @@ _CUM_WEIGHTS = list(itertools.accumulate(1 / (rank + 1) ** 0.9 for rank in range
 
 
 # NOTE: cached because the scripted model writes its text on the calls' threads, under the
-# interpreter lock the framework's threads need too: drawing 500 characters took 75 µs, more
-# than a stand-in for a model's answer should take from the framework it measures.
+# interpreter lock the framework's threads need too: a stand-in for a model's answer must
+# take next to nothing from the framework it measures.
 @functools.lru_cache(maxsize=4096)
 def filler(tag: str, size: int = MESSAGE_CHARS) -> str:
     """Deterministic text of exactly `size` characters, starting with `[tag] `."""

@@ -191,6 +191,9 @@ class RunBook(TypedDict, total=False):
     """Why the last resume value was refused (shown by the human gate)."""
     log_base: str | None
     """The checkpoint the last router pass read, whose log lines its branch's next ones follow."""
+    project: str
+    """The project the thread's last run worked in (``audit/project.py``), for what resumes it
+    without naming one (the CLI)."""
 
 
 class Schedule(TypedDict, total=False):

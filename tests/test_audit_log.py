@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -123,7 +124,10 @@ def test_project_name_comes_from_the_config_or_the_team_or_the_thread():
 
 
 def test_a_teams_project_holds_its_log_beside_its_folder_and_the_cli_finds_it(tmp_path):
-    """``Team(project=...)`` names the project of every thread: its files and its log alike."""
+    """``Team(project=...)`` names the project of every thread: its files and its log alike.
+
+    The thread records it, so the CLI finds the log without being told the project.
+    """
     from typer.testing import CliRunner
 
     from teamgraph.cli import app
@@ -134,8 +138,14 @@ def test_a_teams_project_holds_its_log_beside_its_folder_and_the_cli_finds_it(tm
     assert team.runtime.project_folder(CONFIG) == tmp_path / "home" / "project" / "acme"
     assert log_files(tmp_path / "home", "acme") and not (tmp_path / "home" / "logs" / "login").exists()
     assert {event.kind for event in read_log(team, CONFIG)} >= {"task"}
-    shown = CliRunner().invoke(app, ["log", "show", "login", "--home", str(tmp_path / "home"), "--project", "acme"])
-    assert shown.exit_code == 0 and LINE_RE.match(shown.output.splitlines()[0])
+    assert team.state(CONFIG)["team"]["project"] == "acme"  # NOTE: what the CLI resumes and reads it by
+    home = str(tmp_path / "home")
+    for named in (["--project", "acme"], []):
+        shown = CliRunner().invoke(app, ["log", "show", "login", "--home", home, *named])
+        assert shown.exit_code == 0 and LINE_RE.match(shown.output.splitlines()[0])
+    out = tmp_path / "login.json"
+    exported = CliRunner().invoke(app, ["export", "login", "--format", "json", "--out", str(out), "--home", home])
+    assert exported.exit_code == 0 and json.loads(out.read_text())["log"]
 
 
 def test_days_roll_over_old_files_are_archived_by_month_and_removed(tmp_path):

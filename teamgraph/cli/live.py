@@ -43,7 +43,7 @@ from teamgraph.cli.output import (
 )
 from teamgraph.cli.stopping import GracefulStop, StopRequested
 from teamgraph.cli.summary import print_hints, print_summary
-from teamgraph.cli.threads import resume_command, thread_config
+from teamgraph.cli.threads import project_config, resume_command
 from teamgraph.team import DEFAULT_HOME
 
 
@@ -253,7 +253,7 @@ class Session:
         self.graph = team.compile()
         self.thread = thread
         self.home = home
-        self.config = thread_config(thread)
+        self.config = project_config(self.graph, thread)
         self.out = console()
         self.interactive = sys.stdin is not None and sys.stdin.isatty()
         self.resume_hint = resume_command(thread, home)

@@ -1,7 +1,8 @@
 """``teamgraph log show`` and ``teamgraph log verify``: a thread's collaboration log, and its hash chain.
 
-The log of a thread is its project's (``<home>/logs/<project>/``, the project being
-the thread id unless the run or its ``Team(project=...)`` named another: ``--project``). ``verify`` checks every
+The log of a thread is its project's (``<home>/logs/<project>/``): the project its last
+run recorded (its config's ``project_name``, its ``Team(project=...)``, else the thread
+id), or the one ``--project`` names. ``verify`` checks every
 day file's chain and its end against the log's index, and exits non-zero at the first
 altered, missing or unchained line. ``commands.py`` registers the sub-app.
 """
@@ -16,9 +17,11 @@ import typer
 from teamgraph.audit import rotation
 from teamgraph.audit.chain import Verdict, verify_folder
 from teamgraph.audit.log import INDEX_FILE
-from teamgraph.audit.project import PROJECT_NAME_KEY, logs_dir
+from teamgraph.audit.project import logs_dir
 from teamgraph.cli.errors import CLIError, friendly
 from teamgraph.cli.output import console, display_path
+from teamgraph.cli.teams import reader_team
+from teamgraph.cli.threads import list_threads, recorded_project, thread_config
 from teamgraph.team import DEFAULT_HOME
 
 log_app = typer.Typer(help="Read a thread's collaboration log, or verify its hash chain.", no_args_is_help=True)
@@ -26,7 +29,7 @@ log_app = typer.Typer(help="Read a thread's collaboration log, or verify its has
 ThreadArg = Annotated[str, typer.Argument(metavar="THREAD", help="The thread.")]
 HomeOpt = Annotated[Path, typer.Option("--home", help="Data folder: SQLite file, project files, custom roles.")]
 ProjectOpt = Annotated[
-    str | None, typer.Option("--project", help="The project the thread ran in (default: the thread id).")
+    str | None, typer.Option("--project", help="The project the thread ran in (default: the one it recorded).")
 ]
 
 
@@ -36,8 +39,9 @@ def log_folder_of(home: Path, thread: str, project: str | None) -> Path:
     Raises:
         CLIError: The folder does not exist (no run logged there, or the log is off).
     """
-    configurable = {"thread_id": thread, **({PROJECT_NAME_KEY: project} if project else {})}
-    folder = logs_dir(home, {"configurable": configurable})
+    if project is None and thread in list_threads(home):
+        project = recorded_project(reader_team(home).graph, thread)  # NOTE: a Team(project=...) thread's
+    folder = logs_dir(home, thread_config(thread, project))
     if not folder.is_dir():
         raise CLIError(
             f"No collaboration log for thread {thread!r} at {display_path(folder)}. "

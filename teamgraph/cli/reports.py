@@ -21,7 +21,7 @@ from teamgraph.audit.tokens import team_tokens
 from teamgraph.cli.errors import CLIError
 from teamgraph.cli.output import Cell, Column, console, display_path, fit_table
 from teamgraph.cli.teams import reader_team
-from teamgraph.cli.threads import db_args, home_args, require_thread, thread_config
+from teamgraph.cli.threads import db_args, home_args, project_config, require_thread
 from teamgraph.team import DEFAULT_HOME
 
 ThreadArg = Annotated[str, typer.Argument(metavar="THREAD", help="The thread.")]
@@ -108,7 +108,8 @@ def stats_command(
 ) -> None:
     """Per agent calls, tokens, errors and success rate; who called whom; failing patterns; response times."""
     require_thread(home, thread)
-    stats = reader_team(home).stats(thread_config(thread))
+    team = reader_team(home)
+    stats = team.stats(project_config(team.graph, thread))
     out = console()
     if as_json:
         typer.echo(json.dumps(stats, ensure_ascii=False, indent=2))
@@ -149,7 +150,8 @@ def timeline_command(
     path = out_path or Path(home) / "exports" / f"{thread}-timeline.{format}"
     if path.suffix.lower() != f".{format}":
         raise CLIError(f"--out {path} does not end in .{format}: name the file so, or choose --format.")
-    timeline = reader_team(home).timeline(thread_config(thread))
+    team = reader_team(home)
+    timeline = team.timeline(project_config(team.graph, thread))
     try:
         written = timeline.save(path)
     except ImportError as exc:
@@ -177,7 +179,8 @@ def export_command(
     if format not in FORMATS:
         raise CLIError(f"Unknown --format {format!r}: use one of {', '.join(FORMATS)}.")
     require_thread(home, thread)
-    team, config = reader_team(home), thread_config(thread)
+    team = reader_team(home)
+    config = project_config(team.graph, thread)
     path = export_thread(team, config, format=format, out=out_path)
     console().print(Text.assemble(("Exported ", "bold"), display_path(path)), soft_wrap=True)
 

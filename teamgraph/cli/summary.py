@@ -33,7 +33,7 @@ from teamgraph.cli.output import (
     status_text,
 )
 from teamgraph.cli.reports import token_total_line
-from teamgraph.cli.threads import db_args, home_args, store_label, thread_config
+from teamgraph.cli.threads import db_args, home_args, project_config, store_label
 
 
 def _files_written(histories: Mapping[str, list[Any]], project_dir: Path) -> list[tuple[Path, str]]:
@@ -83,11 +83,12 @@ def print_summary(out: Console, team: Any, graph: Any, thread: str) -> bool:
         Whether the latest task has a report (a follow-up task's run may end without one:
         the previous task's report is then not shown as if it were this one's).
     """
-    values = graph.get_state(thread_config(thread)).values or {}
+    config = project_config(graph, thread)
+    values = graph.get_state(config).values or {}
     agents = with_tokens(values, team.runtime.prices)
     requests = values.get("requests") or {}
 
-    project = team.runtime.project_folder(thread_config(thread))
+    project = team.runtime.project_folder(config)
     final = run_report(values)
     if final:
         final = render_links(final, project=project, sources=sources_in(values.get("histories") or {}))
@@ -125,7 +126,7 @@ def print_summary(out: Console, team: Any, graph: Any, thread: str) -> bool:
         ]
         out.print(fit_table(REQUEST_COLUMNS, rrows, width=out.width, title="Requests"))
 
-    files = _files_written(values.get("histories") or {}, team.runtime.project_folder(thread_config(thread)))
+    files = _files_written(values.get("histories") or {}, project)
     if files:
         out.print(Text("Files written", style="bold"))
         for path, who in files:

@@ -21,6 +21,7 @@ from langchain_core.runnables import RunnableConfig
 from rich.table import Table
 from rich.text import Text
 
+from teamgraph.audit.project import PROJECT_NAME_KEY
 from teamgraph.checkpoints.lease import lease_holder
 from teamgraph.cli.errors import CLIError, settings
 from teamgraph.cli.output import Column, display_path, fit_table
@@ -32,9 +33,24 @@ SETTINGS_FILE = "cli-threads.json"
 """In the home folder: the model and policy each thread was run with, so `resume` reuses them."""
 
 
-def thread_config(thread: str) -> RunnableConfig:
-    """The LangGraph config that names ``thread``."""
-    return {"configurable": {"thread_id": thread}}
+def thread_config(thread: str, project: str | None = None) -> RunnableConfig:
+    """The LangGraph config that names ``thread`` (and its project, when given)."""
+    return {"configurable": {"thread_id": thread, **({PROJECT_NAME_KEY: project} if project else {})}}
+
+
+def recorded_project(graph: Any, thread: str) -> str | None:
+    """The project ``thread``'s last run worked in, as its team book records it (None: not recorded).
+
+    NOTE: a thread run from code with ``Team(project=...)`` keeps its folder and its log
+    when the CLI resumes or reads it.
+    """
+    team = (graph.get_state(thread_config(thread)).values or {}).get("team") or {}
+    return team.get("project")
+
+
+def project_config(graph: Any, thread: str) -> RunnableConfig:
+    """``thread``'s config with the project its runs recorded."""
+    return thread_config(thread, recorded_project(graph, thread))
 
 
 def db_path(home: Path) -> Path:

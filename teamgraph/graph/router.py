@@ -18,6 +18,7 @@ from langgraph.types import Command
 from typing_extensions import TypedDict
 
 from teamgraph.audit.cursors import LOG_BASE
+from teamgraph.audit.project import named_project
 from teamgraph.audit.writer import write_committed_soon
 from teamgraph.compat import checkpoint_read, read_channels, read_fresh
 from teamgraph.graph import scheduler
@@ -212,6 +213,8 @@ def make_router(runtime: TeamRuntime, *, step_for: StepFor) -> RouterNode:
         updates["outbox"] = {"taken": len(committed.get("outbox") or ())}
         # NOTE: the checkpoint this pass read (and logs) is the base its branch's next lines follow.
         team[LOG_BASE] = checkpoint_read(config)
+        if (project := named_project(config, runtime.project)) is not None:
+            team["project"] = project  # NOTE: the thread keeps its project for what resumes it without one
         after = scheduler.after_pass(committed, updates)
         # NOTE: the checkpoint follows the log lines of the state the pass read.
         logged.result()

@@ -21,7 +21,7 @@ from teamgraph.audit.project import logs_dir
 from teamgraph.cli.errors import CLIError, friendly
 from teamgraph.cli.output import console, display_path
 from teamgraph.cli.teams import reader_team
-from teamgraph.cli.threads import list_threads, recorded_project, thread_config
+from teamgraph.cli.threads import list_threads, project_config, thread_config
 from teamgraph.team import DEFAULT_HOME
 
 log_app = typer.Typer(help="Read a thread's collaboration log, or verify its hash chain.", no_args_is_help=True)
@@ -40,8 +40,10 @@ def log_folder_of(home: Path, thread: str, project: str | None) -> Path:
         CLIError: The folder does not exist (no run logged there, or the log is off).
     """
     if project is None and thread in list_threads(home):
-        project = recorded_project(reader_team(home).graph, thread)  # NOTE: a Team(project=...) thread's
-    folder = logs_dir(home, thread_config(thread, project))
+        config = project_config(reader_team(home).graph, thread)  # NOTE: the project the thread recorded
+    else:
+        config = thread_config(thread, project)
+    folder = logs_dir(home, config)
     if not folder.is_dir():
         raise CLIError(
             f"No collaboration log for thread {thread!r} at {display_path(folder)}. "

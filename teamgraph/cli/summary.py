@@ -33,7 +33,7 @@ from teamgraph.cli.output import (
     status_text,
 )
 from teamgraph.cli.reports import token_total_line
-from teamgraph.cli.threads import db_args, home_args, project_config, store_label
+from teamgraph.cli.threads import db_args, home_args, recorded_project, store_label, thread_config
 
 
 def _files_written(histories: Mapping[str, list[Any]], project_dir: Path) -> list[tuple[Path, str]]:
@@ -83,8 +83,8 @@ def print_summary(out: Console, team: Any, graph: Any, thread: str) -> bool:
         Whether the latest task has a report (a follow-up task's run may end without one:
         the previous task's report is then not shown as if it were this one's).
     """
-    config = project_config(graph, thread)
-    values = graph.get_state(config).values or {}
+    values = graph.get_state(thread_config(thread)).values or {}
+    config = thread_config(thread, recorded_project(values))
     agents = with_tokens(values, team.runtime.prices)
     requests = values.get("requests") or {}
 

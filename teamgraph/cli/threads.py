@@ -13,7 +13,7 @@ import json
 import re
 import shlex
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -38,19 +38,18 @@ def thread_config(thread: str, project: str | None = None) -> RunnableConfig:
     return {"configurable": {"thread_id": thread, **({PROJECT_NAME_KEY: project} if project else {})}}
 
 
-def recorded_project(graph: Any, thread: str) -> str | None:
-    """The project ``thread``'s last run worked in, as its team book records it (None: not recorded).
+def recorded_project(values: Mapping[str, Any]) -> str | None:
+    """The project a thread's last run worked in, as the team book in ``values`` records it.
 
     NOTE: a thread run from code with ``Team(project=...)`` keeps its folder and its log
     when the CLI resumes or reads it.
     """
-    team = (graph.get_state(thread_config(thread)).values or {}).get("team") or {}
-    return team.get("project")
+    return (values.get("team") or {}).get("project")
 
 
 def project_config(graph: Any, thread: str) -> RunnableConfig:
-    """``thread``'s config with the project its runs recorded."""
-    return thread_config(thread, recorded_project(graph, thread))
+    """``thread``'s config with the project its runs recorded (None recorded: its id names it)."""
+    return thread_config(thread, recorded_project(graph.get_state(thread_config(thread)).values or {}))
 
 
 def db_path(home: Path) -> Path:

@@ -11,6 +11,7 @@ def _makespan(workload: str, params: dict, ratio: float) -> dict:
     return _row(workload, params, makespan_over_critical=ratio)
 
 
+FLOOR = {"members": 8, "latency": "uniform", "supersteps": 2, "cpu_ms": 0}
 ROWS = [
     _makespan("teamgraph-lognormal", {"members": 8, "saver": "teamgraph"}, 1.12),
     _makespan("teamgraph-lognormal", {"members": 16, "saver": "teamgraph"}, 1.15),
@@ -18,7 +19,8 @@ ROWS = [
     _makespan("teamgraph-lognormal", {"members": 16}, 1.20),
     _makespan("teamgraph-parallel", {"members": 8, "steps": 10, "max_parallel": 8, "saver": "teamgraph"}, 1.19),
     _makespan("teamgraph-parallel", {"members": 8, "steps": 10, "max_parallel": 8}, 1.24),
-    _makespan("langgraph-floor", {"members": 8, "latency": "uniform", "supersteps": 2, "cpu_ms": 0}, 1.05),
+    _makespan("langgraph-floor", FLOOR, 1.05),
+    _makespan("langgraph-floor", {**FLOOR, "shape": "role"}, 1.11),
     _makespan("teamgraph-parallel", MODEL_LIKE_PARALLEL, 1.0101),
     _row("teamgraph", {"rounds": 10}, checkpoints=23, model_calls=10, overhead_ms_per_call=6.0),
     _row("teamgraph", {"rounds": 100}, checkpoints=203, model_calls=100, overhead_ms_per_call=5.8),
@@ -42,7 +44,8 @@ def test_issue29_judges_what_a_team_gets_by_default_and_shows_the_rest_beside():
     assert "on LangGraph's SqliteSaver 1.16 and 1.20" in lognormal["note"]
     uniform = record("makespan / critical path, uniform")
     assert (uniform["measured"], uniform["status"]) == ("1.19", "MISS")
-    assert "the floor (plain LangGraph, same calls) 1.05" in uniform["note"]
+    assert "the floor (plain LangGraph, same calls) 1.05; with a role subgraph" in uniform["note"]
+    assert "model and tool calls (no team) 1.11" in uniform["note"]
     assert "with 1-3 s calls (8 members x 3) 1.010" in uniform["note"]
     short = record("framework time per model call / langgraph-supervisor's, R = 10,")
     long = record("framework time per model call / langgraph-supervisor's, R = 100,")
@@ -54,3 +57,11 @@ def test_issue29_judges_what_a_team_gets_by_default_and_shows_the_rest_beside():
     assert (storage["measured"], storage["status"]) == ("4.5 KB / 5.2 KB (x1.16)", "MISS")
     assert record("resume")["status"] == "n/a"  # NOTE: no resume rows in this run
     assert {r["status"] for r in records.values() if "stream" in r["target"] or "trace" in r["target"]} == {"n/a"}
+
+
+def test_the_role_floor_runs_each_call_through_a_model_a_role_subgraph_and_a_tool(tmp_path):
+    from bench.floor_workloads import floor_workload
+
+    row = floor_workload({"members": 2, "steps": 2, "latency": "uniform", "shape": "role"}, tmp_path)
+    assert (row["shape"], row["model_calls"], row["messages"]) == ("role", 4, 8)
+    assert row["makespan_over_critical"] >= 1.0

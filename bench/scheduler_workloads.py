@@ -40,21 +40,17 @@ from bench.fake_langsmith import FakeLangSmith
 from bench.harness import fresh_sqlite_saver, sqlite_saver, timed_invoke
 from bench.registry import Workload
 from bench.scripted import ModelMeter, ScriptedChatModel, call_tool, filler, say
-from bench.teamgraph_workloads import (
+from bench.team_model import (
     LEADER,
     SYSTEM,
     TASK,
     TeamModel,
-    _build_team,
-    _count,
-    _message_count,
-    check_calls,
     delegation_leader,
     echo_member,
     fan_out_leader,
     member_name,
-    probed,
 )
+from bench.team_probe import build_team, check_calls, count_rows, message_count, probed
 
 MEDIAN_MS, SIGMA, CAP_MS = 40.0, 0.8, 1000.0
 STEPS = 10
@@ -100,13 +96,13 @@ def lognormal_workload(params: dict, workdir: Path) -> dict:
     )
     saver, conn, suffix = sqlite_saver(workdir / "lognormal.sqlite", params)
     with probed(saver) as probe:
-        team, graph = _build_team(workdir, model, saver, max_parallel=members)
+        team, graph = build_team(workdir, model, saver, max_parallel=members)
         config = {"configurable": {"thread_id": "lognormal"}}
         _output, timing = timed_invoke(graph, {"messages": [HumanMessage(TASK)]}, config, meter)
-    messages = _message_count(graph.get_state(config).values)  # NOTE: histories are not in the output
+    messages = message_count(graph.get_state(config).values)  # NOTE: histories are not in the output
     check_calls(model, {name: steps for name in names}, f"lognormal {members}x{steps}")
     probe_puts = probe.calls["checkpoint_put"]
-    puts = _count(conn, "checkpoints")
+    puts = count_rows(conn, "checkpoints")
     conn.close()
     critical = max(model.latency_by_agent.values())
     ratio = timing["seconds"] / critical
@@ -346,8 +342,8 @@ def observed_workload(params: dict, workdir: Path) -> dict:
         meter = ModelMeter()
         model = TeamModel(policies={LEADER: delegation_leader(rounds), "*": echo_member()}, meter=meter)
         saver, conn = fresh_sqlite_saver(workdir / "observed.sqlite")
-        _team, graph = _build_team(workdir, model, saver)
-        row = _observe(graph, {"configurable": {"thread_id": "observed"}}, endpoint, _message_count)
+        _team, graph = build_team(workdir, model, saver)
+        row = _observe(graph, {"configurable": {"thread_id": "observed"}}, endpoint, message_count)
         conn.close()
     return {"system": SYSTEM, "workload": "observed bytes (values stream, LangSmith trace)", "rounds": rounds, **row,
             "model_calls": meter.calls, "model_seconds": meter.seconds}  # fmt: skip

@@ -3,7 +3,7 @@
 `evaluate(rows)` returns one record per target: its section, the target as the issue
 states it, the measured value, PASS / MISS (or n/a when the run lacks the rows, e.g.
 with --only), and a note. For a MISS the note says where the time or the bytes go,
-from the breakdowns the teamgraph workloads record (see bench/teamgraph_workloads.py
+from the breakdowns the teamgraph workloads record (see bench/team_probe.py
 and bench/NOTES.md for the profiles). Thresholds apply to full runs only.
 """
 

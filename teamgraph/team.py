@@ -95,9 +95,10 @@ class Team:
             permissions: Overrides of the permission matrix: a mapping shaped like
                 ``permissions.yaml`` (only the entries to change), a YAML file path, or
                 a whole ``PermissionMatrix``.
-            project: The project of every thread: its folder (``<home>/project/<project>/``)
+            project: The project of every new thread: its folder (``<home>/project/<project>/``)
                 and its collaboration log (``<home>/logs/<project>/``); default: each
-                thread's id (the config's ``project_name`` wins).
+                thread's id. The config's ``project_name`` wins, and a thread keeps the
+                project its first runs recorded.
             search: A web-search provider ``(query, max_results) -> [{"title", "url",
                 "snippet"}]`` for the ``web_search`` tool (the Team Leader's, and roles
                 listing ``search``); None: the tool is not offered.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -20,6 +21,8 @@ from audit_fixtures import CONFIG, SECRETS, log_files, log_lines, login_team
 from conftest import FakeClock
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from langgraph.types import Command
+from scripting import act, call
 
 from teamgraph import Policy
 from teamgraph.audit import LINE_RE, flush_log, parse_line, read_log, redact, redact_value
@@ -146,6 +149,43 @@ def test_a_teams_project_holds_its_log_beside_its_folder_and_the_cli_finds_it(tm
     out = tmp_path / "login.json"
     exported = CliRunner().invoke(app, ["export", "login", "--format", "json", "--out", str(out), "--home", home])
     assert exported.exit_code == 0 and json.loads(out.read_text())["log"]
+
+
+PAUSED_SCRIPT = {
+    "Team Leader": [act(call("create_sub_agent", role_id="ui-operator", task="Design two pages.")), *["Ready."] * 4],
+    "UI Operator_1": [
+        act(call("write_file", path="web/login.html", content="<form></form>")),
+        act(call("ask_master", question="Which colour?")),
+        act(call("write_file", path="web/signup.html", content="<form></form>")),
+        "Both pages done.",
+    ],
+}
+"""A member writes a page, asks the person, then writes another after the answer."""
+
+
+@pytest.mark.parametrize("runtime", ["sync", "async"])
+def test_a_resume_that_names_no_project_works_in_the_one_its_thread_recorded(tmp_path, runtime):
+    """A resume sent without the first run's ``project_name`` (Studio, the SDK) keeps the thread's folder and log.
+
+    The team's own project does not move it either: a thread keeps the project it started in.
+    """
+    team = login_team(tmp_path / "home", policy=Policy(ask="human"), script=PAUSED_SCRIPT, project="elsewhere")
+    graph = team.compile()
+    named = {"configurable": {"thread_id": "login", "project_name": "acme"}}
+    out = graph.invoke({"messages": [("user", "Build the pages.")]}, named)
+    assert list(out["__interrupt__"][0].value["requests"]) == ["ask_1"]
+    resume = Command(resume={"ask_1": "Blue."})
+    if runtime == "async":
+        asyncio.run(graph.ainvoke(resume, CONFIG))
+    else:
+        graph.invoke(resume, CONFIG)
+    acme = tmp_path / "home" / "project" / "acme"
+    assert sorted(p.name for p in (acme / "web").iterdir()) == ["login.html", "signup.html"]
+    assert sorted(p.name for p in (tmp_path / "home" / "project").iterdir()) == ["acme"]
+    flush_log(team, CONFIG)
+    assert sorted(p.name for p in (tmp_path / "home" / "logs").iterdir()) == ["acme"]
+    logged = [event.content for event in read_log(team, CONFIG) if event.kind == "file"]
+    assert any("signup.html" in content for content in logged)  # NOTE: written after the resume
 
 
 def test_days_roll_over_old_files_are_archived_by_month_and_removed(tmp_path):

@@ -355,7 +355,10 @@ APPROVAL_SCRIPT = DEMO.parent / "approval.yaml"
 
 
 def test_a_pause_for_a_person_is_answered_through_the_api(langgraph_dev: Callable[..., DevServer]) -> None:
-    """The run pauses for a plan approval; the thread state shows the interrupt; a resume finishes it."""
+    """The run pauses for a plan approval; the thread state shows the interrupt; a resume finishes it.
+
+    The first run names its project; the resumes send none (as Studio's do) and log to it all the same.
+    """
     server = langgraph_dev(
         policy={"plan": "human", "require_plan": True}, TEAMGRAPH_MODEL=f"scripted:{APPROVAL_SCRIPT}"
     )
@@ -365,6 +368,7 @@ def test_a_pause_for_a_person_is_answered_through_the_api(langgraph_dev: Callabl
         thread["thread_id"],
         GRAPH_ID,
         input={"messages": [{"role": "user", "content": "Cookies or JWT for our login?"}]},
+        config={"configurable": {"project_name": "login-study"}},
         raise_error=False,
     )
     state = client.threads.get_state(thread["thread_id"])
@@ -399,6 +403,8 @@ def test_a_pause_for_a_person_is_answered_through_the_api(langgraph_dev: Callabl
     assert values["requests"]["plan_1"]["status"] == "approved"
     assert values["agents"]["Researcher_1"]["status"] == "idle"
     assert values["messages"][-1]["content"].startswith("Recommendation (from Researcher_1)")
+    assert values["team"]["project"] == "login-study"
+    assert sorted(p.name for p in (server.home / "logs").iterdir()) == ["login-study"]
 
 
 # --- per-assistant configuration, schemas, no model -----------------------------

@@ -98,7 +98,7 @@ def export_records(team: Any, config: RunnableConfig) -> ExportRecords:
     replies = [m for m in values.get("messages", []) if isinstance(m, AIMessage)]
     agents = with_tokens(values, prices)
     histories = values.get("histories", {})
-    logged = read_log(team, config)
+    logged = read_log(team, config, values)
     if not logged:  # NOTE: the log is off (Policy.log=False): derive the same events from the state
         logged, _ = derive_events(
             values, new_cursor(), now=team.runtime.clock.now().strftime(TIME_FORMAT), policy=team.runtime.policy

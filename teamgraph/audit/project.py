@@ -58,10 +58,35 @@ def named_project(config: Mapping[str, Any], project: str | None = None) -> str 
 
     The config's ``configurable.project_name``, else ``project`` (the team's
     ``Team(project=...)``), else the thread id: the project folder and the log follow it alike.
+    A run of a thread that recorded a project, and names none, is given that one as its
+    ``project_name`` when it starts (``keeping_project``, ``graph/guarded.py``), so the
+    thread's own project comes before the team's.
     """
     configurable = config.get("configurable") or {}
     raw = configurable.get(PROJECT_NAME_KEY) or project or configurable.get("thread_id")
     return folder_name(str(raw or ""))
+
+
+def recorded_project(values: Mapping[str, Any]) -> str | None:
+    """The project a thread's runs worked in, as its team book records it (None: none recorded).
+
+    NOTE: every router pass records it (``team["project"]``), so a later run that names
+    none (a resume from Studio or the SDK, which sends the assistant's config and not the
+    first run's; a ``Team`` built without ``project=``; the CLI) works in the same folder
+    and logs to the same log.
+    """
+    team = values.get("team")
+    project = team.get("project") if isinstance(team, Mapping) else None
+    return str(project) if project else None
+
+
+def keeping_project(config: RunnableConfig, values: Mapping[str, Any]) -> RunnableConfig:
+    """``config``, naming the project the thread recorded in ``values`` if it names none itself."""
+    configurable = config.get("configurable") or {}
+    recorded = recorded_project(values)
+    if recorded is None or configurable.get(PROJECT_NAME_KEY):
+        return config
+    return {**config, "configurable": {**configurable, PROJECT_NAME_KEY: recorded}}
 
 
 def project_name(config: RunnableConfig, project: str | None = None) -> str:

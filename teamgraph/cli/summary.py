@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.text import Text
 
+from teamgraph.audit.project import keeping_project
 from teamgraph.audit.report import run_report
 from teamgraph.audit.tokens import with_tokens
 from teamgraph.checkpoints.store import POSTGRES_SCHEMES
@@ -33,7 +34,7 @@ from teamgraph.cli.output import (
     status_text,
 )
 from teamgraph.cli.reports import token_total_line
-from teamgraph.cli.threads import db_args, home_args, recorded_project, store_label, thread_config
+from teamgraph.cli.threads import db_args, home_args, store_label, thread_config
 
 
 def _files_written(histories: Mapping[str, list[Any]], project_dir: Path) -> list[tuple[Path, str]]:
@@ -84,7 +85,7 @@ def print_summary(out: Console, team: Any, graph: Any, thread: str) -> bool:
         the previous task's report is then not shown as if it were this one's).
     """
     values = graph.get_state(thread_config(thread)).values or {}
-    config = thread_config(thread, recorded_project(values))
+    config = keeping_project(thread_config(thread), values)
     agents = with_tokens(values, team.runtime.prices)
     requests = values.get("requests") or {}
 

@@ -13,7 +13,7 @@ import json
 import re
 import shlex
 import sqlite3
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ from langchain_core.runnables import RunnableConfig
 from rich.table import Table
 from rich.text import Text
 
-from teamgraph.audit.project import PROJECT_NAME_KEY
+from teamgraph.audit.project import PROJECT_NAME_KEY, keeping_project
 from teamgraph.checkpoints.lease import lease_holder
 from teamgraph.cli.errors import CLIError, settings
 from teamgraph.cli.output import Column, display_path, fit_table
@@ -38,18 +38,10 @@ def thread_config(thread: str, project: str | None = None) -> RunnableConfig:
     return {"configurable": {"thread_id": thread, **({PROJECT_NAME_KEY: project} if project else {})}}
 
 
-def recorded_project(values: Mapping[str, Any]) -> str | None:
-    """The project a thread's last run worked in, as the team book in ``values`` records it.
-
-    NOTE: a thread run from code with ``Team(project=...)`` keeps its folder and its log
-    when the CLI resumes or reads it.
-    """
-    return (values.get("team") or {}).get("project")
-
-
 def project_config(graph: Any, thread: str) -> RunnableConfig:
     """``thread``'s config with the project its runs recorded (None recorded: its id names it)."""
-    return thread_config(thread, recorded_project(graph.get_state(thread_config(thread)).values or {}))
+    config = thread_config(thread)
+    return keeping_project(config, graph.get_state(config).values or {})
 
 
 def db_path(home: Path) -> Path:

@@ -14,6 +14,8 @@ before a run starts, and changes nothing when it refuses:
   the team's input has (LangGraph drops the others without a word: ``{"msgs": ...}``
   ran nothing).
 
+A run that names no project works in the one its thread recorded (``keeping_project``).
+
 NOTE: workaround of an upstream behaviour (langgraph 1.2: TypeError on non-string resume
 keys, crash on ``resume=None``, ``{}`` dropped).
 """
@@ -25,13 +27,14 @@ import threading
 from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping
 from contextlib import AbstractContextManager, asynccontextmanager, nullcontext
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
+from teamgraph.audit.project import PROJECT_NAME_KEY, keeping_project
 from teamgraph.checkpoints.db_lease import leases_for
 from teamgraph.checkpoints.fence import ParentFence
 from teamgraph.checkpoints.lease import FileLeases, LeaseStore, hold_run
@@ -157,6 +160,26 @@ class TeamGraph(CompiledStateGraph):
         start = configurable.get("checkpoint_id")
         return ParentFence(saver, start=None if start is None else str(start))
 
+    def _project_source(
+        self, scope: RunScope, merged: RunnableConfig
+    ) -> tuple[BaseCheckpointSaver, RunnableConfig] | None:
+        """The saver and checkpoint that hold the project a run naming none works in (None: nothing to read).
+
+        NOTE: a resume from Studio or the SDK sends the assistant's config, not the first
+        run's: a thread started with a ``project_name`` would otherwise move its files and
+        its log to the thread id's folders halfway through.
+        """
+        configurable = merged.get("configurable") or {}
+        if scope.thread is None or scope.nested or configurable.get(PROJECT_NAME_KEY):
+            return None
+        saver = configurable.get(CONFIG_KEY_CHECKPOINTER, self.checkpointer)
+        if not isinstance(saver, BaseCheckpointSaver):
+            return None
+        at = {"thread_id": scope.thread, "checkpoint_ns": ""}
+        if configurable.get("checkpoint_id"):
+            at["checkpoint_id"] = configurable["checkpoint_id"]
+        return saver, {"configurable": at}
+
     def _leased(self, scope: RunScope, merged: RunnableConfig) -> AbstractContextManager[object]:
         # NOTE: inside a parent graph the parent's run owns the thread (and lends its checkpointer,
         # or none): two team nodes of one parent thread are two runs, not a conflict.
@@ -187,6 +210,9 @@ class TeamGraph(CompiledStateGraph):
         scope, config, merged = self._scoped(input, config)
         try:
             with self._leased(scope, merged):
+                if (source := self._project_source(scope, merged)) is not None:
+                    saver, at = source
+                    config, merged = _keeping_project(config, merged, saver.get_tuple(at))
                 self._started(merged)
                 yield from super().stream(input, config, **kwargs)
         finally:
@@ -198,6 +224,9 @@ class TeamGraph(CompiledStateGraph):
             # NOTE: the lease is a database or file transaction: taken and given back in a worker
             # thread, so the event loop never waits on the file.
             async with _in_thread(lambda: self._leased(scope, merged)):
+                if (source := self._project_source(scope, merged)) is not None:
+                    saver, at = source
+                    config, merged = _keeping_project(config, merged, await saver.aget_tuple(at))
                 self._started(merged)
                 async for chunk in super().astream(input, config, **kwargs):
                     yield chunk
@@ -207,6 +236,14 @@ class TeamGraph(CompiledStateGraph):
     def _ended(self, scope: RunScope) -> None:
         if self.on_end is not None:
             self.on_end(scope)
+
+
+def _keeping_project(
+    config: dict[str, Any], merged: RunnableConfig, saved: CheckpointTuple | None
+) -> tuple[dict[str, Any], RunnableConfig]:
+    """The run's config and merged config, naming the project the thread's checkpoint records."""
+    values = saved.checkpoint.get("channel_values", {}) if saved is not None else {}
+    return cast(dict[str, Any], keeping_project(cast(RunnableConfig, config), values)), keeping_project(merged, values)
 
 
 @asynccontextmanager

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from pg_fixtures import postgres_server, postgres_url  # noqa: F401
-from test_collaboration import (
+from test_delivery import (
     test_each_message_is_delivered_exactly_once_after_a_resume_in_a_new_process as exactly_once_scenario,
 )
 from typer.testing import CliRunner

@@ -9,23 +9,13 @@ from pathlib import Path
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from scripting import act, call, error_codes, errors_of, reply_when_done
+from test_team_tools import BUILTIN_MEMBER_ROLES
 
 from teamgraph import RoleFileError, ScriptedChatModel, Team
 from teamgraph.messaging.results import error_of
 from teamgraph.tools import errors
 
 LEADER = "Team Leader"
-BUILTIN_MEMBER_ROLES = {
-    "ui-operator",
-    "full-stack-engineer",
-    "code-reviewer",
-    "researcher",
-    "project-manager",
-    "hr-manager",
-    "task-manager",
-    "skill-teacher",
-    "tool-maker",
-}
 
 
 # --- bad input --------------------------------------------------------------------

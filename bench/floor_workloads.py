@@ -55,23 +55,20 @@ from bench.scripted import ModelMeter, call_tool, filler
 from teamgraph.compat import unsaved
 
 
-def _merge(left: dict[str, list[str]] | None, right: dict[str, list[str]]) -> dict[str, list[str]]:
-    out = dict(left or {})
-    for agent, new in right.items():
-        out[agent] = [*out.get(agent, []), *new]
-    return out
-
-
-class FloorState(TypedDict, total=False):
-    histories: Annotated[dict[str, list[Any]], _merge]
-
-
 def _append(current: dict[str, list[Any]] | None, writes: Sequence[dict[str, list[Any]]]) -> dict[str, list[Any]]:
     out = dict(current or {})
     for write in writes:
         for agent, new in write.items():
             out[agent] = [*out.get(agent, []), *new]
     return out
+
+
+def _merge(left: dict[str, list[Any]] | None, right: dict[str, list[Any]]) -> dict[str, list[Any]]:
+    return _append(left, [right])
+
+
+class FloorState(TypedDict, total=False):
+    histories: Annotated[dict[str, list[Any]], _merge]
 
 
 class RoleFloorState(TypedDict, total=False):

@@ -2,10 +2,7 @@
 peer-to-peer traffic the leader sees, and exactly-once delivery across a crash and a pause
 resumed by a new process.
 
-Every scenario runs a whole team with a ScriptedChatModel (an agent's turn index is
-the number of AI messages already in its history) and a FakeClock. ``clocked_team``
-(conftest.py) checks after every run that each history holds each message once, that
-histories were only appended to, and that the delivery records match the histories.
+Scenarios run as ``test_collaboration.py`` describes (``clocked_team``, conftest.py).
 """
 
 from __future__ import annotations

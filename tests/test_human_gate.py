@@ -1,9 +1,6 @@
 """Human in the loop: the human gate (one interrupt, partial answers, refused values) and when the team pauses.
 
-Every scenario runs a whole team through ``graph.invoke`` with a ScriptedChatModel
-(an agent's turn index is the number of AI messages already in its history) and a
-fake clock. ``hitl_team`` (conftest.py) checks after every ``send`` and ``resume``
-that each history holds each message once and was only appended to.
+Scenarios run as ``test_hitl.py`` describes (``hitl_team``, conftest.py).
 """
 
 from __future__ import annotations

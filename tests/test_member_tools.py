@@ -1,7 +1,6 @@
 """Scenario tests of the members' tools and the file tools, run through ``graph.invoke``.
 
-Each scenario is a ScriptedChatModel script: an agent's turn index is the number of AI
-messages already in its history.
+Scenarios run as ``test_team_tools.py`` describes.
 """
 
 import os

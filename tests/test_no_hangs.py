@@ -1,7 +1,6 @@
 """Scenario tests of the router: nothing hangs (mutual questions, silent leaders, failures, budgets) and bounces.
 
-Everything runs through ``graph.invoke`` / ``graph.stream`` with ScriptedChatModel
-scripts (an agent's turn index is the number of AI messages in its history).
+Scenarios run as ``test_team_routing.py`` describes.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """What an agent sees when it calls a tool badly, and what a bad role file says; through ``graph.invoke``.
 
-Each scenario is a ScriptedChatModel script: an agent's turn index is the number of AI
-messages already in its history. Errors are asserted by their codes and ids, not wording.
+Scenarios run as ``test_team_tools.py`` describes.
 """
 
 from pathlib import Path
